@@ -1,0 +1,74 @@
+# SPDX-License-Identifier: GPL-2.0
+# Shared settings for the scripts in this directory.  Sourced, not run.
+
+set -euo pipefail
+
+SFRAME_TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+# Versions the project is tested with.  Changing one invalidates the caches
+# that depend on it.
+KERNEL_SERIES=7.3
+LLVM_MAJOR=19
+BINDGEN_VERSION=0.72.1
+VIRTME_NG_VERSION=1.42
+GUEST_SUITE=trixie
+
+# Everything built or downloaded lives outside the repository.
+SFRAME_CACHE=${SFRAME_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/sframe-unwind}
+
+export PATH="$HOME/.cargo/bin:$HOME/.local/bin:$PATH"
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The Debian mirror this machine already uses, read from its apt sources.
+debian_mirror() {
+	local uri
+	uri=$(sed -n 's/^URIs:[[:space:]]*//p' /etc/apt/sources.list.d/*.sources 2>/dev/null |
+		tr ' ' '\n' | grep -v -- '-security' | grep -m1 -i debian || true)
+	if [ -z "$uri" ] && [ -f /etc/apt/sources.list ]; then
+		uri=$(awk '$1 == "deb" && $0 !~ /security/ { for (i = 2; i <= NF; i++) if ($i ~ /:\/\//) { print $i; exit } }' \
+			/etc/apt/sources.list)
+	fi
+	[ -n "$uri" ] || die "no Debian mirror found in the machine's apt sources"
+	printf '%s\n' "${uri%/}"
+}
+
+# A private apt configuration for suites the host does not use (trixie,
+# trixie-backports): downloads only, the host's package state is untouched.
+private_apt() {
+	local root=$SFRAME_CACHE/apt mirror
+	if [ ! -f "$root/sources.list" ]; then
+		mirror=$(debian_mirror)
+		mkdir -p "$root/lists/partial" "$root/archives/partial"
+		{
+			echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $GUEST_SUITE main"
+			echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $GUEST_SUITE-backports main"
+		} >"$root/sources.list.tmp"
+		mv "$root/sources.list.tmp" "$root/sources.list"
+	fi
+	"${PRIVATE_APT_CMD:-apt-get}" -o Dir::Etc::SourceList="$root/sources.list" \
+		-o Dir::Etc::SourceParts=/dev/null \
+		-o Dir::State::Lists="$root/lists" \
+		-o Dir::Cache::Archives="$root/archives" \
+		-o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache= \
+		-o APT::Architecture=amd64 -o APT::Sandbox::User=root "$@"
+}
+
+# /dev/kvm may exist while KVM guests cannot run (qemu fails on MSR 0x10a on
+# some hosts, or the guest never starts): boot the real kernel once with KVM,
+# with a time limit, and remember the answer in the cache.
+kvm_works() {
+	local stamp=$SFRAME_CACHE/kvm-probe kernel=$1 root=$2
+	if [ ! -f "$stamp" ]; then
+		mkdir -p "$SFRAME_CACHE"
+		if [ -w /dev/kvm ] && timeout -k 5 60 vng --run "$kernel" --root "$root" --user root \
+			--memory 1G --exec true </dev/null >/dev/null 2>&1; then
+			echo yes >"$stamp"
+		else
+			echo no >"$stamp"
+		fi
+		log "KVM guests $(sed 's/no/do not run: using TCG/; s/yes/run/' "$stamp") (probe cached in $stamp)"
+	fi
+	[ "$(cat "$stamp")" = yes ]
+}
