@@ -1,0 +1,156 @@
+/* SPDX-License-Identifier: GPL-2.0 WITH Linux-syscall-note */
+/*
+ * sframe-unwind: the /dev/sframe ioctl ABI.
+ *
+ * Every argument structure begins with its own size, set by the caller to
+ * sizeof() the structure as it was compiled.  The module accepts older
+ * (smaller) and newer (larger, with the unknown tail zeroed) structures, as
+ * copy_struct_from_user() does.  See Documentation/ioctl.rst.
+ */
+#ifndef _UAPI_SFRAME_UNWIND_H
+#define _UAPI_SFRAME_UNWIND_H
+
+#include <linux/ioctl.h>
+#include <linux/types.h>
+
+#define SFRAME_IOC_MAGIC	0xe2
+#define SFRAME_ABI_VERSION	1
+
+/* Feature bits reported by SFRAME_IOC_VERSION. */
+#define SFRAME_FEAT_V2		(1ULL << 0)
+#define SFRAME_FEAT_V3		(1ULL << 1)
+
+struct sframe_version {
+	__u32 size;		/* in: sizeof(struct sframe_version) */
+	__u32 abi_version;	/* out: SFRAME_ABI_VERSION */
+	__u32 module_version;	/* out: major << 16 | minor << 8 | patch */
+	__u32 reserved;		/* must be zero */
+	__u64 features;		/* out: SFRAME_FEAT_* */
+};
+#define SFRAME_VERSION_SIZE_VER0	24
+
+#define SFRAME_IOC_VERSION	_IOWR(SFRAME_IOC_MAGIC, 0x00, struct sframe_version)
+
+/* Command numbers; the size in each command is that of version 0. */
+#define SFRAME_IOC_REGISTER	_IOWR(SFRAME_IOC_MAGIC, 0x01, struct sframe_register)
+#define SFRAME_IOC_UNREGISTER	_IOWR(SFRAME_IOC_MAGIC, 0x02, struct sframe_unregister)
+#define SFRAME_IOC_LIST		_IOWR(SFRAME_IOC_MAGIC, 0x03, struct sframe_list)
+#define SFRAME_IOC_STATS	_IOWR(SFRAME_IOC_MAGIC, 0x04, struct sframe_stats)
+#define SFRAME_IOC_CONTROL	_IOWR(SFRAME_IOC_MAGIC, 0x05, struct sframe_control)
+
+/* flags: the pidfd field names the target process (default: the caller). */
+#define SFRAME_F_PIDFD		(1U << 0)
+/* sframe_unregister.flags: remove the section whose text contains addr. */
+#define SFRAME_F_BY_ADDR	(1U << 1)
+
+struct sframe_register {
+	__u32 size;		/* in: sizeof(struct sframe_register) */
+	__u32 flags;		/* in: SFRAME_F_PIDFD or 0 */
+	__s32 pidfd;		/* in, with SFRAME_F_PIDFD: the target */
+	__u32 reserved;		/* must be zero */
+	__u64 sframe_data;	/* in: address of the SFrame bytes (caller's memory) */
+	__u64 sframe_len;	/* in: their length */
+	__u64 sframe_addr;	/* in: where the target maps them (PC-relative base) */
+	__u64 text_start;	/* in: covered text, in the target: [start, */
+	__u64 text_end;		/*     end) */
+	__u64 handle;		/* out: names this registration */
+};
+#define SFRAME_REGISTER_SIZE_VER0	64
+
+struct sframe_unregister {
+	__u32 size;		/* in: sizeof(struct sframe_unregister) */
+	__u32 flags;		/* in: SFRAME_F_PIDFD, SFRAME_F_BY_ADDR */
+	__s32 pidfd;		/* in, with SFRAME_F_PIDFD: the target */
+	__u32 reserved;		/* must be zero */
+	__u64 handle;		/* in: from SFRAME_IOC_REGISTER */
+	__u64 addr;		/* in, with SFRAME_F_BY_ADDR: inside the text */
+};
+#define SFRAME_UNREGISTER_SIZE_VER0	32
+
+struct sframe_section_info {
+	__u64 handle;
+	__u64 text_start;
+	__u64 text_end;
+	__u64 sframe_addr;
+	__u64 sframe_len;
+	__u64 kernel_bytes;	/* kernel memory held for the copy */
+	__u32 version;		/* SFrame version: 2 or 3 */
+	__u32 num_fdes;
+	__u32 shared;		/* other registrations sharing the bytes */
+	__u32 reserved;
+};
+#define SFRAME_SECTION_INFO_SIZE_VER0	64
+
+struct sframe_list {
+	__u32 size;		/* in: sizeof(struct sframe_list) */
+	__u32 flags;		/* in: SFRAME_F_PIDFD or 0 */
+	__s32 pidfd;		/* in, with SFRAME_F_PIDFD: the target */
+	__u32 entry_size;	/* in: sizeof(struct sframe_section_info) */
+	__u64 entries;		/* in: address of an array of capacity entries */
+	__u32 capacity;		/* in: entries the array holds */
+	__u32 count;		/* out: sections there are (may exceed capacity) */
+};
+#define SFRAME_LIST_SIZE_VER0	32
+
+/* Indexes into sframe_stats.failures[]. */
+enum {
+	SFRAME_FAIL_FORMAT,	/* the SFrame bytes did not validate */
+	SFRAME_FAIL_ARGUMENT,	/* another bad argument */
+	SFRAME_FAIL_FAULT,	/* unreadable user pointer */
+	SFRAME_FAIL_OVERLAP,	/* text overlaps a registered range */
+	SFRAME_FAIL_NOT_TEXT,	/* text not mapped executable */
+	SFRAME_FAIL_TOO_BIG,	/* section over the size limit */
+	SFRAME_FAIL_LIMIT,	/* per-process or module-wide limit */
+	SFRAME_FAIL_PERMISSION,	/* no permission over the target */
+	SFRAME_FAIL_NOT_FOUND,	/* no such registration */
+	SFRAME_FAIL_NOMEM,	/* out of memory */
+	SFRAME_FAIL_COUNT = 16
+};
+
+/* Indexes into sframe_stats.unwind[]. */
+enum {
+	SFRAME_UNWIND_WALKS_SAMPLE,
+	SFRAME_UNWIND_WALKS_DEFERRED,
+	SFRAME_UNWIND_FRAMES_SFRAME,
+	SFRAME_UNWIND_FRAMES_FP,
+	SFRAME_UNWIND_FRAMES_ENTRY,
+	SFRAME_UNWIND_FRAMES_SIGNAL,
+	SFRAME_UNWIND_END_OUTERMOST,
+	SFRAME_UNWIND_END_MAX_FRAMES,
+	SFRAME_UNWIND_END_BAD_STEP,
+	SFRAME_UNWIND_END_FAULT,
+	SFRAME_UNWIND_END_NO_COVERAGE,
+	SFRAME_UNWIND_NS_SAMPLE,
+	SFRAME_UNWIND_NS_DEFERRED,
+	SFRAME_UNWIND_FRAMES_SAMPLE,
+	SFRAME_UNWIND_FRAMES_DEFERRED,
+	SFRAME_UNWIND_COUNT = 24
+};
+
+struct sframe_stats {
+	__u32 size;		/* in: sizeof(struct sframe_stats) */
+	__u32 reserved;		/* must be zero */
+	__u64 sections;		/* registrations alive */
+	__u64 copies;		/* distinct SFrame copies held */
+	__u64 bytes;		/* kernel bytes held for them */
+	__u64 mms;		/* processes with a registration */
+	__u64 registered;	/* since load */
+	__u64 unregistered;	/* since load: by request, unmap or exit */
+	__u64 failures[SFRAME_FAIL_COUNT];
+	__u64 unwind[SFRAME_UNWIND_COUNT];
+};
+#define SFRAME_STATS_SIZE_VER0	376
+
+/* Control bits (SFRAME_IOC_CONTROL; CAP_SYS_ADMIN to change). */
+#define SFRAME_CTL_HOOK_SAMPLE		(1U << 0)	/* perf_callchain_user hook */
+#define SFRAME_CTL_HOOK_DEFERRED	(1U << 1)	/* unwind_user hook */
+
+struct sframe_control {
+	__u32 size;		/* in: sizeof(struct sframe_control) */
+	__u32 mask;		/* in: SFRAME_CTL_* bits to change (0: read) */
+	__u32 value;		/* in: new values for mask; out: current values */
+	__u32 reserved;		/* must be zero */
+};
+#define SFRAME_CONTROL_SIZE_VER0	16
+
+#endif /* _UAPI_SFRAME_UNWIND_H */
