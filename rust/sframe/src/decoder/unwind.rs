@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! x86-64 user stack walking with SFrame rows.
+//!
+//! Generic over where memory and rows come from ([`Memory`], [`Lookup`]),
+//! so the kernel plugs in `copy_from_user_nmi()` or a faulting reader and
+//! its section registry, and tests plug in byte arrays.
+//!
+//! The rules: the sample's PC is looked up as is, every caller at its
+//! return address minus one (a call at a function's end returns into the
+//! next function), the PC interrupted by a signal as is. Each step must
+//! move the CFA strictly up, keep it 8-byte aligned and within
+//! [`WalkLimits::max_span`] bytes of the first SP (the base is reset at a
+//! signal frame, whose stack may be a `sigaltstack`). A PC without a row
+//! gets one frame-pointer step, trusted only while plausible. Signal frames
+//! are recognised by the `rt_sigreturn` trampoline's bytes. Every walk ends
+//! after at most [`WalkLimits::max_frames`] frames.
+
+use super::{Reg, RegRule, Row};
+
+/// Reads user memory for the unwinder.
+pub trait Memory {
+    /// The little-endian 8-byte value at `addr`, or `None` if unreadable.
+    fn read_u64(&mut self, addr: u64) -> Option<u64>;
+    /// Fills `buf` from `addr`; `false` if any byte is unreadable.
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool;
+}
+
+/// Finds unwind rows for PCs.
+pub trait Lookup {
+    /// The row for `pc`, or `None` when no SFrame section covers it.
+    fn row(&mut self, pc: u64) -> Option<Row>;
+
+    /// Whether `pc` is known to be the first instruction of a function
+    /// without a row (for example from a symbol table). The walker then
+    /// applies [`ENTRY_ROW`] to the sample's frame. Besides this, the walker
+    /// itself recognises `push %rbp` (optionally after `endbr64`) at the PC.
+    fn is_function_start(&mut self, _pc: u64) -> bool {
+        false
+    }
+
+    /// Whether `pc` may be a return address (in executable user text).
+    /// Asked only for return addresses found by frame-pointer steps.
+    fn is_text(&mut self, _pc: u64) -> bool {
+        true
+    }
+}
+
+/// The registers an x86-64 unwind step needs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Regs {
+    /// Instruction pointer (`rip`).
+    pub pc: u64,
+    /// Stack pointer (`rsp`).
+    pub sp: u64,
+    /// Frame pointer (`rbp`).
+    pub fp: u64,
+}
+
+/// How a frame's PC was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FrameSource {
+    /// The sampled PC itself.
+    Sample,
+    /// An SFrame row unwound the frame below.
+    Sframe,
+    /// A frame-pointer step (the PC below had no SFrame coverage).
+    FramePointer,
+    /// The entry rule (return address at SP) at a function's first instruction.
+    EntryRule,
+    /// Taken from the `ucontext` of a signal frame.
+    SignalFrame,
+}
+
+/// Why a walk or a step stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// An outermost row or a zero return address: the stack ends here.
+    Outermost,
+    /// No row and no frame pointer to follow.
+    NoCoverage,
+    /// The CFA (the caller's SP) did not move strictly up.
+    CfaNotIncreasing,
+    /// The CFA, frame pointer or `ucontext` is not 8-byte aligned.
+    Misaligned,
+    /// The CFA left the allowed span above the first SP.
+    SpanExceeded,
+    /// Reading the stack failed.
+    ReadFault,
+    /// The return address cannot be a user text address.
+    BadReturnAddress,
+    /// The row uses a register or rule this walker cannot evaluate.
+    Unsupported,
+    /// The frame limit was reached.
+    MaxFrames,
+    /// The consumer's callback asked to stop.
+    Consumer,
+}
+
+/// Bounds of one walk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WalkLimits {
+    /// The most frames emitted, the sample's included.
+    pub max_frames: u32,
+    /// How far above the first SP (or the SP a signal frame restored) a CFA may be.
+    pub max_span: u64,
+}
+
+/// The x86-64 rule at a function's first instruction: the return address
+/// is at SP, so CFA = SP + 8, RA at CFA - 8, FP untouched.
+pub const ENTRY_ROW: Row = Row {
+    cfa: super::CfaRule {
+        base: Reg::Sp,
+        offset: 8,
+        deref: false,
+    },
+    ra: RegRule::AtCfa(-8),
+    fp: RegRule::Unchanged,
+    outermost: false,
+    signal_frame: false,
+    mangled_ra: false,
+};
+
+/// One past the highest x86-64 user address (`TASK_SIZE_MAX` with 5-level
+/// paging); a return address at or above it is not user text.
+pub const USER_ADDR_END: u64 = (1 << 56) - 4096;
+
+/// `mov $15,%rax; syscall`: glibc's (and the kernel's documented)
+/// `__restore_rt`, the `rt_sigreturn` trampoline a signal handler returns to.
+pub const RT_SIGRETURN_INSNS: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
+
+/// Offset of `uc_mcontext` in `struct ucontext`: `uc_flags`, `uc_link`
+/// and the 24-byte `stack_t` precede it (include/uapi/asm-generic/ucontext.h,
+/// arch/x86/include/uapi/asm/signal.h). At the trampoline SP points at the
+/// `ucontext`: the handler's `ret` popped `rt_sigframe.pretcode`
+/// (arch/x86/include/asm/sigframe.h).
+const UC_MCONTEXT: u64 = 40;
+/// `rbp`, `rsp`, `rip` in the x86-64 `struct sigcontext`: the 11th, 16th
+/// and 17th u64 (arch/x86/include/uapi/asm/sigcontext.h).
+const SC_RBP: u64 = 10 * 8;
+const SC_RSP: u64 = 15 * 8;
+const SC_RIP: u64 = 16 * 8;
+
+/// The value of `reg` in `regs` (x86-64 DWARF 6 is `rbp`, 7 is `rsp`).
+fn reg_value(reg: Reg, regs: &Regs) -> Result<u64, Stop> {
+    match reg {
+        Reg::Sp | Reg::Dwarf(7) => Ok(regs.sp),
+        Reg::Fp | Reg::Dwarf(6) => Ok(regs.fp),
+        Reg::Dwarf(_) => Err(Stop::Unsupported),
+    }
+}
+
+fn offset_addr(base: u64, offset: i32) -> Result<u64, Stop> {
+    base.checked_add_signed(i64::from(offset))
+        .ok_or(Stop::ReadFault)
+}
+
+fn load(mem: &mut impl Memory, addr: u64) -> Result<u64, Stop> {
+    mem.read_u64(addr).ok_or(Stop::ReadFault)
+}
+
+/// Evaluates an RA or FP rule; `Ok(None)` for an undefined value.
+fn recover(
+    rule: RegRule,
+    cfa: u64,
+    regs: &Regs,
+    current: Option<u64>,
+    mem: &mut impl Memory,
+) -> Result<Option<u64>, Stop> {
+    Ok(Some(match rule {
+        RegRule::Undefined => return Ok(None),
+        RegRule::Unchanged => current.ok_or(Stop::Unsupported)?,
+        RegRule::AtCfa(off) => load(mem, offset_addr(cfa, off)?)?,
+        RegRule::InReg(reg) => reg_value(reg, regs)?,
+        RegRule::AtReg { reg, offset } => load(mem, offset_addr(reg_value(reg, regs)?, offset)?)?,
+        RegRule::ValReg { reg, offset } => offset_addr(reg_value(reg, regs)?, offset)?,
+    }))
+}
+
+/// One SFrame step on x86-64.
+///
+/// CFA = base register + offset (loaded from there when `deref`); the
+/// return address and the caller's FP follow their rules; the caller's SP
+/// is the CFA. Requires the CFA strictly above `regs.sp` and 8-byte
+/// aligned, so an `Ok` result always moves the stack up. An undefined FP
+/// becomes 0. The returned PC may be 0 (end of stack; the walker stops).
+pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    if row.outermost {
+        return Err(Stop::Outermost);
+    }
+    let base = reg_value(row.cfa.base, regs)?;
+    let mut cfa = base
+        .checked_add_signed(i64::from(row.cfa.offset))
+        .ok_or(Stop::CfaNotIncreasing)?;
+    if row.cfa.deref {
+        cfa = load(mem, cfa)?;
+    }
+    if cfa <= regs.sp {
+        return Err(Stop::CfaNotIncreasing);
+    }
+    if cfa & 7 != 0 {
+        return Err(Stop::Misaligned);
+    }
+    // x86-64 has no link register: an untracked RA is not recoverable.
+    let pc = recover(row.ra, cfa, regs, None, mem)?.ok_or(Stop::Outermost)?;
+    let fp = recover(row.fp, cfa, regs, Some(regs.fp), mem)?.unwrap_or(0);
+    Ok(Regs { pc, sp: cfa, fp })
+}
+
+/// One frame-pointer step: saved FP at FP, RA at FP + 8, caller SP = FP + 16.
+fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    let fp = regs.fp;
+    if fp == 0 {
+        return Err(Stop::NoCoverage);
+    }
+    if fp & 7 != 0 {
+        return Err(Stop::Misaligned);
+    }
+    if fp < regs.sp {
+        return Err(Stop::CfaNotIncreasing);
+    }
+    let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
+    let pc = load(mem, fp.wrapping_add(8))?;
+    let saved_fp = load(mem, fp)?;
+    Ok(Regs {
+        pc,
+        sp,
+        fp: saved_fp,
+    })
+}
+
+/// Registers interrupted by a signal, from the `ucontext` at SP.
+fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    if regs.sp & 7 != 0 {
+        return Err(Stop::Misaligned);
+    }
+    let sc = regs.sp.checked_add(UC_MCONTEXT).ok_or(Stop::ReadFault)?;
+    let field = |off: u64| sc.checked_add(off).ok_or(Stop::ReadFault);
+    Ok(Regs {
+        pc: load(mem, field(SC_RIP)?)?,
+        sp: load(mem, field(SC_RSP)?)?,
+        fp: load(mem, field(SC_RBP)?)?,
+    })
+}
+
+fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool {
+    let mut insns = [0u8; 9];
+    mem.read(pc, &mut insns) && insns == RT_SIGRETURN_INSNS
+}
+
+/// `push %rbp`, optionally after `endbr64`, at `pc`: the frame is not set up.
+fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool {
+    let mut first = [0u8; 1];
+    if !mem.read(pc, &mut first) {
+        return false;
+    }
+    if first == [0x55] {
+        return true;
+    }
+    let mut insns = [0u8; 5];
+    mem.read(pc, &mut insns) && insns == [0xf3, 0x0f, 0x1e, 0xfa, 0x55]
+}
+
+/// How the next frame is found; `exact` when `regs.pc` is not a return address.
+fn unwind_frame(
+    regs: &Regs,
+    exact: bool,
+    lookup: &mut impl Lookup,
+    mem: &mut impl Memory,
+) -> Result<(Regs, FrameSource), Stop> {
+    let lookup_pc = if exact {
+        regs.pc
+    } else {
+        regs.pc.checked_sub(1).ok_or(Stop::BadReturnAddress)?
+    };
+    let row = lookup.row(lookup_pc);
+    let maybe_signal = match row {
+        Some(r) => r.signal_frame,
+        None => true,
+    };
+    if maybe_signal && at_rt_sigreturn(mem, regs.pc) {
+        return Ok((step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
+    }
+    match row {
+        Some(row) if row.signal_frame => Err(Stop::Unsupported),
+        Some(row) if row.outermost => Err(Stop::Outermost),
+        Some(row) => Ok((step_amd64(&row, regs, mem)?, FrameSource::Sframe)),
+        None if exact && (lookup.is_function_start(regs.pc) || at_frame_setup(mem, regs.pc)) => {
+            Ok((step_amd64(&ENTRY_ROW, regs, mem)?, FrameSource::EntryRule))
+        }
+        None => {
+            let next = step_frame_pointer(regs, mem)?;
+            if next.pc != 0 && !lookup.is_text(next.pc) {
+                return Err(Stop::BadReturnAddress);
+            }
+            Ok((next, FrameSource::FramePointer))
+        }
+    }
+}
+
+/// Walks an x86-64 user stack from `regs`.
+///
+/// Calls `emit(pc, source)` for the sample's PC and then for each caller,
+/// at most `limits.max_frames` times in all; `emit` returns `false` to stop
+/// the walk ([`Stop::Consumer`]). Returns why the walk ended; a clean end of
+/// the stack is [`Stop::Outermost`].
+pub fn walk_amd64(
+    regs: Regs,
+    limits: &WalkLimits,
+    lookup: &mut impl Lookup,
+    mem: &mut impl Memory,
+    emit: &mut impl FnMut(u64, FrameSource) -> bool,
+) -> Stop {
+    if limits.max_frames == 0 {
+        return Stop::MaxFrames;
+    }
+    if !emit(regs.pc, FrameSource::Sample) {
+        return Stop::Consumer;
+    }
+    let mut regs = regs;
+    let mut exact = true;
+    let mut span_base = regs.sp;
+    for _ in 1..limits.max_frames {
+        let (next, source) = match unwind_frame(&regs, exact, lookup, mem) {
+            Ok(step) => step,
+            Err(stop) => return stop,
+        };
+        if next.pc == 0 {
+            return Stop::Outermost;
+        }
+        if next.pc >= USER_ADDR_END {
+            return Stop::BadReturnAddress;
+        }
+        if source == FrameSource::SignalFrame {
+            // The interrupted stack may be anywhere (sigaltstack).
+            span_base = next.sp;
+            exact = true;
+        } else {
+            if next.sp <= regs.sp {
+                return Stop::CfaNotIncreasing;
+            }
+            if next.sp.saturating_sub(span_base) > limits.max_span {
+                return Stop::SpanExceeded;
+            }
+            exact = false;
+        }
+        if !emit(next.pc, source) {
+            return Stop::Consumer;
+        }
+        regs = next;
+    }
+    Stop::MaxFrames
+}

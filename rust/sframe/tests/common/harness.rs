@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The parse + validate + lookup exercise shared by the fuzz target
+//! (`fuzz/fuzz_targets/parse_validate_lookup.rs` includes this file), the
+//! corpus replay test and the property tests.
+//!
+//! Input format: 8 bytes section address (little endian), 8 bytes PC seed,
+//! then the section bytes.
+
+use sframe::{Error, PcType, Section};
+
+/// Splits a fuzz input into (section address, PC seed, section bytes).
+pub fn split(input: &[u8]) -> Option<(u64, u64, &[u8])> {
+    let addr = u64::from_le_bytes(input.get(0..8)?.try_into().ok()?);
+    let seed = u64::from_le_bytes(input.get(8..16)?.try_into().ok()?);
+    Some((addr, seed, input.get(16..)?))
+}
+
+/// Builds a fuzz input from its parts.
+pub fn join(addr: u64, seed: u64, section: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(section.len() + 16);
+    v.extend_from_slice(&addr.to_le_bytes());
+    v.extend_from_slice(&seed.to_le_bytes());
+    v.extend_from_slice(section);
+    v
+}
+
+/// Runs every decoder entry point on `input`; panics only when an
+/// invariant promised after validation does not hold.
+pub fn exercise(input: &[u8]) {
+    let Some((addr, seed, data)) = split(input) else {
+        return;
+    };
+    exercise_section(data, addr, seed);
+}
+
+/// See [`exercise`].
+pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
+    let Ok(sec) = Section::parse(data, addr) else {
+        return;
+    };
+    let mut rescheds = 0u32;
+    let validated = sec.validate(&mut || rescheds += 1).is_ok();
+    let range = sec.text_range();
+    if validated {
+        assert!(range.is_ok(), "text_range failed after validation");
+    }
+    let _ = sec.find_row(addr);
+    let _ = sec.find_row(seed);
+    let mut pc = seed;
+    for _ in 0..16 {
+        pc = pc
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = sec.find_row(pc);
+        if validated {
+            assert!(
+                matches!(r, Ok(_) | Err(Error::TooManyFres | Error::UnsupportedRows)),
+                "find_row failed after validation: {r:?}"
+            );
+        }
+        if let Ok(Some((lo, hi))) = range {
+            if hi > lo {
+                let _ = sec.find_row(lo + pc % (hi - lo));
+            }
+        }
+    }
+
+    for (i, fde) in sec.fdes().enumerate().take(512) {
+        let Ok(fde) = fde else {
+            assert!(!validated, "fde {i} failed after validation");
+            break;
+        };
+        let _ = sec.find_row(fde.start);
+        let _ = sec.find_row(fde.end());
+        for (n, fre) in sec.fres(&fde).enumerate().take(2048) {
+            let Ok(fre) = fre else {
+                assert!(
+                    !validated || fre == Err(Error::UnsupportedRows),
+                    "fre failed after validation: {fre:?}"
+                );
+                break;
+            };
+            let looked_up = sec.find_row(fre.start);
+            if validated && fde.pc_type == PcType::Inc && fde.contains(fre.start) {
+                // Rows past the scan cap may answer TooManyFres instead.
+                if n + 1 < sframe::MAX_FRES_SCANNED as usize || looked_up != Err(Error::TooManyFres)
+                {
+                    assert_eq!(looked_up, Ok(Some(fre.row)), "row at FRE start differs");
+                }
+            }
+        }
+    }
+}

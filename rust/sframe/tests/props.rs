@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Property tests: no input makes the decoder panic, steps only move up,
+//! walks end within their frame limit.
+
+mod common;
+
+use common::{harness, sample_fdes, SectionB};
+use proptest::prelude::*;
+use sframe::unwind::{step_amd64, walk_amd64, Lookup, Memory, Regs, WalkLimits};
+use sframe::{CfaRule, Reg, RegRule, Row};
+
+fn sections() -> Vec<Vec<u8>> {
+    vec![
+        SectionB::v2(0x400000, sample_fdes()).build(),
+        SectionB::v2_pcrel(0x400000, sample_fdes()).build(),
+        SectionB::v3(0x400000, sample_fdes()).build(),
+    ]
+}
+
+/// Memory whose contents are a pure function of the address and a seed,
+/// with some unreadable holes.
+struct HashMem {
+    seed: u64,
+    small: bool,
+}
+
+impl HashMem {
+    fn word(&self, addr: u64) -> Option<u64> {
+        let mut x = addr ^ self.seed;
+        x = x.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        x ^= x >> 29;
+        if x % 17 == 0 {
+            return None;
+        }
+        // Mostly plausible stack and text addresses.
+        Some(if self.small {
+            addr.wrapping_add(x % 512)
+        } else {
+            x
+        })
+    }
+}
+
+impl Memory for HashMem {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        self.word(addr)
+    }
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        for (i, b) in buf.iter_mut().enumerate() {
+            match self.word(addr.wrapping_add(i as u64)) {
+                Some(w) => *b = w as u8,
+                None => return false,
+            }
+        }
+        true
+    }
+}
+
+struct HashLookup {
+    seed: u64,
+    rows: Vec<Row>,
+}
+
+impl Lookup for HashLookup {
+    fn row(&mut self, pc: u64) -> Option<Row> {
+        let i = (pc ^ self.seed).wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
+        let i = usize::try_from(i).unwrap() % (self.rows.len() + 1);
+        self.rows.get(i).copied()
+    }
+    fn is_function_start(&mut self, pc: u64) -> bool {
+        pc % 3 == 0
+    }
+}
+
+fn reg() -> impl Strategy<Value = Reg> {
+    prop_oneof![
+        Just(Reg::Sp),
+        Just(Reg::Fp),
+        (0u16..20).prop_map(Reg::Dwarf)
+    ]
+}
+
+fn rule() -> impl Strategy<Value = RegRule> {
+    prop_oneof![
+        Just(RegRule::Unchanged),
+        Just(RegRule::Undefined),
+        (-64i32..64).prop_map(RegRule::AtCfa),
+        reg().prop_map(RegRule::InReg),
+        (reg(), -64i32..64).prop_map(|(reg, offset)| RegRule::AtReg { reg, offset }),
+        (reg(), -64i32..64).prop_map(|(reg, offset)| RegRule::ValReg { reg, offset }),
+    ]
+}
+
+prop_compose! {
+    fn row()(base in reg(), offset in prop_oneof![-64i32..256, any::<i32>()], deref: bool,
+             ra in rule(), fp in rule(), outermost in prop::bool::weighted(0.1),
+             signal_frame in prop::bool::weighted(0.1)) -> Row {
+        Row {
+            cfa: CfaRule { base, offset, deref },
+            ra,
+            fp,
+            outermost,
+            signal_frame,
+            mangled_ra: false,
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn arbitrary_bytes_never_panic(data in prop::collection::vec(any::<u8>(), 0..400),
+                                   addr: u64, seed: u64) {
+        harness::exercise_section(&data, addr, seed);
+    }
+
+    #[test]
+    fn arbitrary_header_with_valid_magic_never_panics(
+        version in 0u8..5, flags: u8, abi in 0u8..6, rest in prop::collection::vec(any::<u8>(), 24..300),
+        addr: u64, seed: u64)
+    {
+        let mut data = vec![0xe2, 0xde, version, flags, abi];
+        data.extend_from_slice(&rest);
+        harness::exercise_section(&data, addr, seed);
+    }
+
+    #[test]
+    fn mutated_sections_never_panic(which in 0usize..3,
+                                    edits in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..8),
+                                    addr_delta in -4096i64..4096, seed: u64) {
+        let mut data = sections()[which].clone();
+        for (i, v) in edits {
+            let i = i.index(data.len());
+            data[i] = v;
+        }
+        harness::exercise_section(&data, 0x400000u64.wrapping_add_signed(addr_delta), seed);
+    }
+
+    #[test]
+    fn step_moves_the_stack_up(row in row(), pc: u64, sp in prop_oneof![any::<u64>(), 0x1000u64..0x2000],
+                               fp in prop_oneof![any::<u64>(), 0x1000u64..0x2000], seed: u64, small: bool) {
+        let regs = Regs { pc, sp, fp };
+        let mut mem = HashMem { seed, small };
+        if let Ok(next) = step_amd64(&row, &regs, &mut mem) {
+            prop_assert!(next.sp > regs.sp);
+            prop_assert_eq!(next.sp % 8, 0);
+        }
+    }
+
+    #[test]
+    fn walk_ends_within_max_frames(rows in prop::collection::vec(row(), 0..8), seed: u64, small: bool,
+                                   pc: u64, sp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
+                                   fp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
+                                   max_frames in 0u32..200, max_span in prop_oneof![any::<u64>(), 0u64..65536]) {
+        let mut lookup = HashLookup { seed, rows };
+        let mut mem = HashMem { seed, small };
+        let limits = WalkLimits { max_frames, max_span };
+        let mut emitted = 0u32;
+        let mut last_sp_ok = true;
+        let _stop = walk_amd64(Regs { pc, sp, fp }, &limits, &mut lookup, &mut mem, &mut |_, _| {
+            emitted += 1;
+            last_sp_ok &= emitted <= max_frames;
+            true
+        });
+        prop_assert!(emitted <= max_frames);
+        prop_assert!(last_sp_ok);
+    }
+}
