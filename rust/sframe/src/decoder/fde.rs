@@ -17,7 +17,7 @@
 //! The start is relative to the start of the section, or with
 //! `SFRAME_F_FDE_FUNC_START_PCREL` to the address of the start field itself.
 
-use super::bytes::usize_from;
+use super::bytes::{array_at, usize_from, Be, ByteOrder, Le};
 use super::header::{
     Section, Version, FLAG_FDE_FUNC_START_PCREL, V2_FDE_LEN, V3_ATTR_LEN, V3_FDE_LEN,
 };
@@ -105,7 +105,51 @@ impl Fde {
     }
 }
 
+/// Where one version keeps the fields of an FDE that the binary search
+/// reads, so that the search can be compiled once per version.
+pub(super) trait FdeLayout {
+    /// Size of one FDE (index entry) in the FDE array.
+    const LEN: usize;
+
+    /// The raw start field and the size of the FDE at `off` in `fdes`,
+    /// with one bounds check.
+    fn start_size<E: ByteOrder>(fdes: &[u8], off: usize) -> Option<(i64, u32)>;
+}
+
+/// V2: `i32 start`, `u32 size`, ...
+pub(super) struct V2Layout;
+
+/// V3: `i64 start`, `u32 size`, ...
+pub(super) struct V3Layout;
+
+impl FdeLayout for V2Layout {
+    const LEN: usize = V2_FDE_LEN;
+
+    #[inline(always)]
+    fn start_size<E: ByteOrder>(fdes: &[u8], off: usize) -> Option<(i64, u32)> {
+        let [s0, s1, s2, s3, z0, z1, z2, z3] = array_at(fdes, off)?;
+        Some((
+            i64::from(E::i32([s0, s1, s2, s3])),
+            E::u32([z0, z1, z2, z3]),
+        ))
+    }
+}
+
+impl FdeLayout for V3Layout {
+    const LEN: usize = V3_FDE_LEN;
+
+    #[inline(always)]
+    fn start_size<E: ByteOrder>(fdes: &[u8], off: usize) -> Option<(i64, u32)> {
+        let [s0, s1, s2, s3, s4, s5, s6, s7, z0, z1, z2, z3] = array_at(fdes, off)?;
+        Some((
+            E::i64([s0, s1, s2, s3, s4, s5, s6, s7]),
+            E::u32([z0, z1, z2, z3]),
+        ))
+    }
+}
+
 impl<'a> Section<'a> {
+    #[inline(always)]
     fn fde_len(&self) -> usize {
         match self.version {
             Version::V2 => V2_FDE_LEN,
@@ -114,7 +158,8 @@ impl<'a> Section<'a> {
     }
 
     /// Offset of FDE `index` within the FDE array.
-    fn fde_off(&self, index: u32) -> Result<usize, Error> {
+    #[inline(always)]
+    pub(super) fn fde_off(&self, index: u32) -> Result<usize, Error> {
         if index >= self.num_fdes {
             return Err(Error::FdeIndexOutOfRange);
         }
@@ -123,26 +168,10 @@ impl<'a> Section<'a> {
             .ok_or(Error::FdeIndexOutOfRange)
     }
 
-    /// Start address and size of FDE `index`, reading only those fields
-    /// (what the binary search needs).
-    pub(super) fn fde_range(&self, index: u32) -> Result<(u64, u32), Error> {
-        let off = self.fde_off(index)?;
-        let b = &self.fdes;
-        let (raw, size) = match self.version {
-            Version::V2 => (
-                b.u32(off)
-                    .map(|v| i64::from(i32::from_ne_bytes(v.to_ne_bytes()))),
-                b.u32(off.wrapping_add(4)),
-            ),
-            Version::V3 => (
-                b.u64(off).map(|v| i64::from_ne_bytes(v.to_ne_bytes())),
-                b.u32(off.wrapping_add(8)),
-            ),
-        };
-        let (raw, size) = match (raw, size) {
-            (Some(raw), Some(size)) => (raw, size),
-            _ => return Err(Error::FdeAreaOutOfBounds),
-        };
+    /// Absolute start of the function of the FDE at `off` in the FDE array,
+    /// from its raw start field; fails if the start or the end overflows.
+    #[inline(always)]
+    fn fde_start(&self, off: usize, raw: i64, size: u32) -> Result<u64, Error> {
         let mut base = self.addr;
         if self.flags & FLAG_FDE_FUNC_START_PCREL != 0 {
             // The start field is the FDE's first field.
@@ -161,41 +190,79 @@ impl<'a> Section<'a> {
         start
             .checked_add(u64::from(size))
             .ok_or(Error::FunctionStartOverflow)?;
-        Ok((start, size))
+        Ok(start)
+    }
+
+    /// Start address and size of FDE `index`, reading only those fields
+    /// (what the binary search needs).
+    pub(super) fn fde_range(&self, index: u32) -> Result<(u64, u32), Error> {
+        let off = self.fde_off(index)?;
+        if self.fdes.big_endian() {
+            self.fde_range_at::<Be>(off)
+        } else {
+            self.fde_range_at::<Le>(off)
+        }
+    }
+
+    /// [`Section::fde_range`] of the FDE at `off` in the FDE array.
+    #[inline(always)]
+    pub(super) fn fde_range_at<E: ByteOrder>(&self, off: usize) -> Result<(u64, u32), Error> {
+        let fdes = self.fdes.as_slice();
+        let (raw, size) = match self.version {
+            Version::V2 => V2Layout::start_size::<E>(fdes, off),
+            Version::V3 => V3Layout::start_size::<E>(fdes, off),
+        }
+        .ok_or(Error::FdeAreaOutOfBounds)?;
+        Ok((self.fde_start(off, raw, size)?, size))
     }
 
     /// Decodes FDE `index` (for V3 including its attribute in the FRE area).
     pub fn fde(&self, index: u32) -> Result<Fde, Error> {
-        let (start, size) = self.fde_range(index)?;
         let off = self.fde_off(index)?;
-        let b = &self.fdes;
-        let (num_fres, info, info2, rep_size, fre_off) = match self.version {
+        if self.fdes.big_endian() {
+            self.fde_at::<Be>(off)
+        } else {
+            self.fde_at::<Le>(off)
+        }
+    }
+
+    /// Decodes the FDE at `off` in the FDE array.
+    ///
+    /// Reads the fields in the order, and with the errors, of
+    /// [`Section::fde_range`] then the rest, but each group of fields with
+    /// one bounds check and in byte order `E`.
+    #[inline(always)]
+    pub(super) fn fde_at<E: ByteOrder>(&self, off: usize) -> Result<Fde, Error> {
+        let fdes = self.fdes.as_slice();
+        let (start, size, num_fres, info, info2, rep_size, fre_off) = match self.version {
             Version::V2 => {
-                let field = |o: usize| off.checked_add(o).ok_or(Error::FdeAreaOutOfBounds);
-                let fre_off = b.u32(field(8)?).ok_or(Error::FdeAreaOutOfBounds)?;
-                let num_fres = b.u32(field(12)?).ok_or(Error::FdeAreaOutOfBounds)?;
-                let info = b.u8(field(16)?).ok_or(Error::FdeAreaOutOfBounds)?;
-                let rep_size = b.u8(field(17)?).ok_or(Error::FdeAreaOutOfBounds)?;
-                (num_fres, info, 0, rep_size, usize_from(fre_off))
+                let (raw, size) =
+                    V2Layout::start_size::<E>(fdes, off).ok_or(Error::FdeAreaOutOfBounds)?;
+                let start = self.fde_start(off, raw, size)?;
+                let [f0, f1, f2, f3, n0, n1, n2, n3, info, rep_size] = off
+                    .checked_add(8)
+                    .and_then(|o| array_at(fdes, o))
+                    .ok_or(Error::FdeAreaOutOfBounds)?;
+                let fre_off = usize_from(E::u32([f0, f1, f2, f3]));
+                let num_fres = E::u32([n0, n1, n2, n3]);
+                (start, size, num_fres, info, 0, rep_size, fre_off)
             }
             Version::V3 => {
+                let (raw, size) =
+                    V3Layout::start_size::<E>(fdes, off).ok_or(Error::FdeAreaOutOfBounds)?;
+                let start = self.fde_start(off, raw, size)?;
                 let attr_off = off
                     .checked_add(12)
-                    .and_then(|o| b.u32(o))
-                    .map(usize_from)
+                    .and_then(|o| array_at(fdes, o))
+                    .map(|b| usize_from(E::u32(b)))
                     .ok_or(Error::FdeAreaOutOfBounds)?;
-                let attr = self
-                    .fres
-                    .sub(attr_off, V3_ATTR_LEN)
-                    .ok_or(Error::FreOutOfBounds)?;
-                let (Some(num_fres), Some(info), Some(info2), Some(rep_size)) =
-                    (attr.u16(0), attr.u8(2), attr.u8(3), attr.u8(4))
-                else {
-                    return Err(Error::FreOutOfBounds);
-                };
-                // `sub` succeeded, so the sum is in bounds.
+                let [n0, n1, info, info2, rep_size] =
+                    array_at::<V3_ATTR_LEN>(self.fres.as_slice(), attr_off)
+                        .ok_or(Error::FreOutOfBounds)?;
+                // The attribute is in bounds, so the sum is too.
                 let fre_off = attr_off.saturating_add(V3_ATTR_LEN);
-                (u32::from(num_fres), info, info2, rep_size, fre_off)
+                let num_fres = u32::from(E::u16([n0, n1]));
+                (start, size, num_fres, info, info2, rep_size, fre_off)
             }
         };
         let fre_type = match info & 0xf {

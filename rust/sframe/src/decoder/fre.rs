@@ -24,8 +24,10 @@
 //! default rule (the header's fixed offset, else unchanged), which lets an
 //! FRE describe FP without RA. Only the CFA pair is mandatory.
 
-use super::bytes::Bytes;
-use super::fde::{Fde, FdeType};
+use core::marker::PhantomData;
+
+use super::bytes::{array_at, Be, ByteOrder, Bytes, Le};
+use super::fde::{Fde, FdeType, FreType};
 use super::header::{Abi, Section};
 use super::Error;
 
@@ -123,21 +125,48 @@ pub(super) struct RawFre {
 impl RawFre {
     /// Reads the FRE at `pos` in the FRE area `fres`.
     pub(super) fn read(fres: &Bytes<'_>, pos: usize, fde: &Fde) -> Result<Self, Error> {
-        let addr_size = fde.fre_type.addr_size();
-        let start_off = fres.unsigned(pos, addr_size).ok_or(Error::FreOutOfBounds)?;
-        let info_off = pos.checked_add(addr_size).ok_or(Error::FreOutOfBounds)?;
-        let info = fres.u8(info_off).ok_or(Error::FreOutOfBounds)?;
-        let word_size = match (info >> 5) & 0x3 {
-            0 => 1,
-            1 => 2,
-            2 => 4,
-            _ => return Err(Error::BadDataWordSize),
+        let data = fres.as_slice();
+        match (fres.big_endian(), fde.fre_type) {
+            (false, FreType::Addr1) => Self::read_at::<Le, 1>(data, pos),
+            (false, FreType::Addr2) => Self::read_at::<Le, 2>(data, pos),
+            (false, FreType::Addr4) => Self::read_at::<Le, 4>(data, pos),
+            (true, FreType::Addr1) => Self::read_at::<Be, 1>(data, pos),
+            (true, FreType::Addr2) => Self::read_at::<Be, 2>(data, pos),
+            (true, FreType::Addr4) => Self::read_at::<Be, 4>(data, pos),
+        }
+    }
+
+    /// Reads the FRE at `pos` in the FRE area `fres`, whose start offsets
+    /// are `N` bytes (1, 2 or 4) in byte order `E`.
+    ///
+    /// Specialised per byte order and start offset size, because the FRE
+    /// scan of a lookup runs this once per FRE of the function.
+    #[inline(always)]
+    pub(super) fn read_at<E: ByteOrder, const N: usize>(
+        fres: &[u8],
+        pos: usize,
+    ) -> Result<Self, Error> {
+        let start_off = match N {
+            1 => fres.get(pos).copied().map(u32::from),
+            2 => array_at(fres, pos).map(|b| u32::from(E::u16(b))),
+            4 => array_at(fres, pos).map(E::u32),
+            _ => None,
         };
+        let start_off = start_off.ok_or(Error::FreOutOfBounds)?;
+        let info_off = pos.checked_add(N).ok_or(Error::FreOutOfBounds)?;
+        let info = *fres.get(info_off).ok_or(Error::FreOutOfBounds)?;
+        // Codes 0, 1, 2 are sizes 1, 2, 4 (a shift, not a jump table).
+        let code = (info >> 5) & 0x3;
+        if code == 3 {
+            return Err(Error::BadDataWordSize);
+        }
+        let word_size = 1usize.wrapping_shl(u32::from(code));
         let word_count = usize::from((info >> 1) & 0xf);
-        let words_off = info_off.checked_add(1).ok_or(Error::FreOutOfBounds)?;
-        let next = word_count
-            .checked_mul(word_size)
-            .and_then(|n| words_off.checked_add(n))
+        // `info_off` indexes a byte of `fres`, so this cannot overflow, and
+        // at most 15 words of at most 4 bytes follow.
+        let words_off = info_off.wrapping_add(1);
+        let next = words_off
+            .checked_add(word_count.wrapping_mul(word_size))
             .filter(|&next| next <= fres.len())
             .ok_or(Error::FreOutOfBounds)?;
         Ok(RawFre {
@@ -151,44 +180,75 @@ impl RawFre {
     }
 }
 
-/// Reads the data words of one FRE in order.
-struct Words<'s, 'a> {
-    fres: &'s Bytes<'a>,
-    raw: RawFre,
+/// Reads the data words of one FRE in order, in byte order `E`.
+struct Words<'s, E> {
+    /// Exactly the FRE's data words.
+    words: &'s [u8],
+    size: usize,
+    count: usize,
     used: usize,
+    order: PhantomData<E>,
 }
 
-impl Words<'_, '_> {
-    fn left(&self) -> usize {
-        self.raw.word_count.saturating_sub(self.used)
+impl<'s, E: ByteOrder> Words<'s, E> {
+    /// The data words of `raw`, which [`RawFre::read_at`] found inside
+    /// `fres`.
+    #[inline(always)]
+    fn new(fres: &'s [u8], raw: &RawFre) -> Result<Self, Error> {
+        Ok(Words {
+            words: fres
+                .get(raw.words_off..raw.next)
+                .ok_or(Error::FreOutOfBounds)?,
+            size: raw.word_size,
+            count: raw.word_count,
+            used: 0,
+            order: PhantomData,
+        })
     }
 
+    #[inline(always)]
+    fn left(&self) -> usize {
+        self.count.saturating_sub(self.used)
+    }
+
+    /// Offset of the next word in `words`.
+    #[inline(always)]
     fn pos(&self) -> Result<usize, Error> {
-        if self.used >= self.raw.word_count {
+        if self.used >= self.count {
             return Err(Error::BadDataWordCount);
         }
-        self.used
-            .checked_mul(self.raw.word_size)
-            .and_then(|n| self.raw.words_off.checked_add(n))
-            .ok_or(Error::FreOutOfBounds)
+        // At most 15 words of at most 4 bytes.
+        Ok(self.used.wrapping_mul(self.size))
     }
 
+    #[inline(always)]
     fn signed(&mut self) -> Result<i32, Error> {
         let pos = self.pos()?;
-        let v = self
-            .fres
-            .signed(pos, self.raw.word_size)
-            .ok_or(Error::FreOutOfBounds)?;
+        let v = match self.size {
+            1 => self
+                .words
+                .get(pos)
+                .map(|&b| i32::from(i8::from_ne_bytes([b]))),
+            2 => array_at(self.words, pos)
+                .map(|b| i32::from(i16::from_ne_bytes(E::u16(b).to_ne_bytes()))),
+            4 => array_at(self.words, pos).map(E::i32),
+            _ => None,
+        }
+        .ok_or(Error::FreOutOfBounds)?;
         self.used = self.used.saturating_add(1);
         Ok(v)
     }
 
+    #[inline(always)]
     fn unsigned(&mut self) -> Result<u32, Error> {
         let pos = self.pos()?;
-        let v = self
-            .fres
-            .unsigned(pos, self.raw.word_size)
-            .ok_or(Error::FreOutOfBounds)?;
+        let v = match self.size {
+            1 => self.words.get(pos).map(|&b| u32::from(b)),
+            2 => array_at(self.words, pos).map(|b| u32::from(E::u16(b))),
+            4 => array_at(self.words, pos).map(E::u32),
+            _ => None,
+        }
+        .ok_or(Error::FreOutOfBounds)?;
         self.used = self.used.saturating_add(1);
         Ok(v)
     }
@@ -245,6 +305,16 @@ impl<'a> Section<'a> {
 
     /// Interprets the data words of `raw`, an FRE of `fde`.
     pub(super) fn decode_row(&self, fde: &Fde, raw: RawFre) -> Result<Row, Error> {
+        if self.fres.big_endian() {
+            self.decode_row_in::<Be>(fde, raw)
+        } else {
+            self.decode_row_in::<Le>(fde, raw)
+        }
+    }
+
+    /// [`Section::decode_row`] in byte order `E`.
+    #[inline(always)]
+    pub(super) fn decode_row_in<E: ByteOrder>(&self, fde: &Fde, raw: RawFre) -> Result<Row, Error> {
         if self.abi == Abi::S390xBe {
             return Err(Error::UnsupportedRows);
         }
@@ -268,11 +338,7 @@ impl<'a> Section<'a> {
         if row.outermost {
             return Ok(row);
         }
-        let mut words = Words {
-            fres: &self.fres,
-            raw,
-            used: 0,
-        };
+        let mut words = Words::<E>::new(self.fres.as_slice(), &raw)?;
         match fde.fde_type {
             FdeType::Default => {
                 row.cfa.offset = words.signed()?;
@@ -309,7 +375,11 @@ impl<'a> Section<'a> {
     }
 
     /// Reads the optional FLEX rule for RA or FP.
-    fn flex_rule(&self, words: &mut Words<'_, '_>, fixed: i8) -> Result<RegRule, Error> {
+    fn flex_rule<E: ByteOrder>(
+        &self,
+        words: &mut Words<'_, E>,
+        fixed: i8,
+    ) -> Result<RegRule, Error> {
         if words.left() == 0 {
             return Ok(Self::default_rule(fixed));
         }

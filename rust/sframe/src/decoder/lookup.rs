@@ -2,9 +2,10 @@
 
 //! PC to unwind row: binary search over the FDEs, bounded scan of the FREs.
 
-use super::fde::PcType;
+use super::bytes::{usize_from, Be, ByteOrder, Le};
+use super::fde::{Fde, FdeLayout, FreType, PcType, V2Layout, V3Layout};
 use super::fre::{RawFre, Row};
-use super::header::Section;
+use super::header::{Section, Version, FLAG_FDE_FUNC_START_PCREL};
 use super::Error;
 
 /// The most FREs one lookup decodes in a single function.
@@ -26,6 +27,42 @@ impl<'a> Section<'a> {
     /// O(log n) reads of the start field. Relies on validated (sorted)
     /// FDEs for a meaningful answer, but terminates on any input.
     pub fn find_fde_index(&self, pc: u64) -> Result<Option<u32>, Error> {
+        if self.fdes.big_endian() {
+            self.search::<Be>(pc)
+        } else {
+            self.search::<Le>(pc)
+        }
+    }
+
+    /// [`Section::find_fde_index`] in byte order `E`.
+    #[inline(always)]
+    fn search<E: ByteOrder>(&self, pc: u64) -> Result<Option<u32>, Error> {
+        match self.version {
+            Version::V2 => self.search_in::<E, V2Layout>(pc),
+            Version::V3 => self.search_in::<E, V3Layout>(pc),
+        }
+    }
+
+    /// [`Section::find_fde_index`] in byte order `E` and FDE layout `L`.
+    ///
+    /// Probes the same FDEs in the same order as a search calling
+    /// [`Section::fde_range`] per probe, with the same checks and errors,
+    /// but with what does not change between probes worked out once.
+    #[inline(always)]
+    fn search_in<E: ByteOrder, L: FdeLayout>(&self, pc: u64) -> Result<Option<u32>, Error> {
+        let fdes = self.fdes.as_slice();
+        // A PCREL start counts from `addr + fde_area_off + off` (the field
+        // itself), else from `addr`: `base + (off & mask)` is either, and
+        // checking `base` and then the sum rejects exactly the same FDEs
+        // as checking `fde_area_off + off` and then `addr + field`.
+        let (base, mask) = if self.flags & FLAG_FDE_FUNC_START_PCREL != 0 {
+            let base = u64::try_from(self.fde_area_off)
+                .ok()
+                .and_then(|o| self.addr.checked_add(o));
+            (base, u64::MAX)
+        } else {
+            (Some(self.addr), 0)
+        };
         let mut lo: u32 = 0;
         let mut hi: u32 = self.num_fdes;
         // Invariant: FDEs below `lo` start at or below `pc`, FDEs at or
@@ -33,12 +70,21 @@ impl<'a> Section<'a> {
         while lo < hi {
             // `lo < hi`, so neither can wrap.
             let mid = lo.wrapping_add(hi.wrapping_sub(lo) / 2);
-            let (start, _) = self.fde_range(mid)?;
-            if start <= pc {
-                lo = mid.wrapping_add(1);
-            } else {
-                hi = mid;
-            }
+            // `mid < hi <= num_fdes`, so `fde_off` would not fail on the
+            // index; `parse` made the array `num_fdes` entries long.
+            let off = usize_from(mid)
+                .checked_mul(L::LEN)
+                .ok_or(Error::FdeIndexOutOfRange)?;
+            let (raw, size) = L::start_size::<E>(fdes, off).ok_or(Error::FdeAreaOutOfBounds)?;
+            let field = u64::try_from(off).map_err(|_| Error::FunctionStartOverflow)?;
+            let start = base
+                .and_then(|b| b.checked_add(field & mask))
+                .and_then(|b| b.checked_add_signed(raw))
+                .filter(|s| s.checked_add(u64::from(size)).is_some())
+                .ok_or(Error::FunctionStartOverflow)?;
+            let below = start <= pc;
+            lo = if below { mid.wrapping_add(1) } else { lo };
+            hi = if below { hi } else { mid };
         }
         Ok(lo.checked_sub(1))
     }
@@ -50,10 +96,22 @@ impl<'a> Section<'a> {
     /// match on `(pc - start) % rep_size`; the FRE scan is capped at
     /// [`MAX_FRES_SCANNED`].
     pub fn find_row(&self, pc: u64) -> Result<Option<Row>, Error> {
-        let Some(index) = self.find_fde_index(pc)? else {
+        // One copy of the whole lookup per byte order: its loops then
+        // decode fields without testing the order each time.
+        if self.fdes.big_endian() {
+            self.find_row_in::<Be>(pc)
+        } else {
+            self.find_row_in::<Le>(pc)
+        }
+    }
+
+    /// [`Section::find_row`] in byte order `E`.
+    #[inline(always)]
+    fn find_row_in<E: ByteOrder>(&self, pc: u64) -> Result<Option<Row>, Error> {
+        let Some(index) = self.search::<E>(pc)? else {
             return Ok(None);
         };
-        let fde = self.fde(index)?;
+        let fde = self.fde_at::<E>(self.fde_off(index)?)?;
         if !fde.contains(pc) {
             return Ok(None);
         }
@@ -67,22 +125,44 @@ impl<'a> Section<'a> {
         }
         let off = u32::try_from(off).map_err(|_| Error::FreStartBeyondFunction)?;
 
-        let mut pos = fde.fre_off;
-        let mut found: Option<RawFre> = None;
-        for scanned in 0..fde.num_fres {
-            if scanned >= MAX_FRES_SCANNED {
-                return Err(Error::TooManyFres);
-            }
-            let raw = RawFre::read(&self.fres, pos, &fde)?;
-            if raw.start_off > off {
-                break;
-            }
-            pos = raw.next;
-            found = Some(raw);
-        }
+        let fres = self.fres.as_slice();
+        let found = match fde.fre_type {
+            FreType::Addr1 => scan::<E, 1>(fres, &fde, off)?,
+            FreType::Addr2 => scan::<E, 2>(fres, &fde, off)?,
+            FreType::Addr4 => scan::<E, 4>(fres, &fde, off)?,
+        };
         match found {
-            Some(raw) => self.decode_row(&fde, raw).map(Some),
+            Some(raw) => self.decode_row_in::<E>(&fde, raw).map(Some),
             None => Ok(None),
         }
     }
+}
+
+/// The last FRE of `fde` that starts at or below `off`, its FRE start
+/// offsets being `N` bytes in byte order `E`.
+///
+/// Reads FREs in order up to the first that starts beyond `off` (which
+/// must read correctly too) and at most [`MAX_FRES_SCANNED`] of them.
+#[inline(always)]
+fn scan<E: ByteOrder, const N: usize>(
+    fres: &[u8],
+    fde: &Fde,
+    off: u32,
+) -> Result<Option<RawFre>, Error> {
+    let mut pos = fde.fre_off;
+    let mut found: Option<RawFre> = None;
+    for _ in 0..fde.num_fres.min(MAX_FRES_SCANNED) {
+        let raw = RawFre::read_at::<E, N>(fres, pos)?;
+        if raw.start_off > off {
+            return Ok(found);
+        }
+        pos = raw.next;
+        found = Some(raw);
+    }
+    // All `MAX_FRES_SCANNED` FREs start at or below `off`, and the
+    // function has more.
+    if fde.num_fres > MAX_FRES_SCANNED {
+        return Err(Error::TooManyFres);
+    }
+    Ok(found)
 }
