@@ -1,0 +1,48 @@
+# SPDX-License-Identifier: GPL-2.0
+# Helpers for guest test scripts (sourced).  Each check prints one KTAP-style
+# result line, "ok N - name" or "not ok N - name", to stdout and to
+# $SFRAME_OUT/results.tap, which scripts/run-tests counts.
+
+RESULTS=${SFRAME_OUT:-/tmp}/results.tap
+PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs}
+: "${TEST_GROUP:=$(basename "$0" .sh)}"
+_n=0
+
+_result() {
+	local status=$1 name=$2
+	_n=$((_n + 1))
+	printf '%s %d - %s: %s\n' "$status" "$_n" "$TEST_GROUP" "$name" | tee -a "$RESULTS"
+}
+
+# check NAME CMD...: passes when CMD exits 0; its output is shown on failure.
+check() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		_result ok "$name"
+	else
+		_result "not ok" "$name"
+		printf '%s\n' "$out" | sed 's/^/# /' | tail -20
+	fi
+}
+
+# check_fails NAME CMD...: passes when CMD exits non-zero.
+check_fails() {
+	local name=$1
+	shift
+	if "$@" >/dev/null 2>&1; then
+		_result "not ok" "$name"
+	else
+		_result ok "$name"
+	fi
+}
+
+module_loaded() { grep -q "^$1 " /proc/modules; }
+
+load_module() {
+	module_loaded sframe_unwind || insmod "$SFRAME_KO"
+}
+
+unload_module() {
+	! module_loaded sframe_unwind || rmmod sframe_unwind
+}
