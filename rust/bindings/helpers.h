@@ -1,0 +1,42 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Out-of-line wrappers for static inline kernel functions: rust/helpers.c. */
+#ifndef SFRAME_HELPERS_H
+#define SFRAME_HELPERS_H
+
+#include <linux/types.h>
+
+struct mm_struct;
+struct mmu_notifier;
+struct mmu_notifier_ops;
+struct ratelimit_state;
+
+/* current->mm, or NULL for kernel threads. */
+struct mm_struct *sframe_current_mm(void);
+
+/* Unwinder (rust/ftrace.rs, rust/perf.rs, rust/unwind.rs). */
+struct ftrace_regs;
+struct perf_callchain_entry_ctx;
+struct pt_regs;
+
+unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n);
+void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip);
+int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip);
+struct pt_regs *sframe_current_user_regs(void);
+bool sframe_user_mode(struct pt_regs *regs);
+bool sframe_user_64bit_mode(struct pt_regs *regs);
+bool sframe_regs_vm86(struct pt_regs *regs);
+bool sframe_current_is_kthread(void);
+bool sframe_current_in_uprobe(void);
+bool sframe_current_in_guest(void);
+
+/* ratelimit_state_init() with the interval in milliseconds. */
+void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst);
+
+/* mmu_notifier_get(): takes mmap_lock for writing; may sleep. */
+struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
+					     struct mm_struct *mm);
+
+/* cond_resched() is a macro. */
+void sframe_cond_resched(void);
+
+#endif

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! sframe-unwind: complete user-space callchains for perf on programs built
+//! without frame pointers, by unwinding with SFrame (`.sframe`) data.
+//!
+//! The module creates `/dev/sframe`, whose ioctls register SFrame sections
+//! for a process (see `Documentation/ioctl.rst`).
+
+#[cfg(CONFIG_HAVE_UNWIND_USER_SFRAME)]
+compile_error!("this kernel unwinds with SFrame natively; sframe-unwind is not needed");
+
+use kernel::{
+    fs::File,
+    miscdevice::{
+        MiscDevice,
+        MiscDeviceOptions,
+        MiscDeviceRegistration, //
+    },
+    prelude::*,
+};
+
+mod call_site;
+mod ffi;
+mod ftrace;
+mod hooks;
+mod ioctl;
+mod miscdev;
+mod mmu_notifier;
+mod perf;
+mod permission;
+mod ratelimit;
+mod rcu_maple;
+mod registry;
+#[path = "sframe/src/decoder/mod.rs"]
+pub mod sframe;
+#[path = "uapi/src/abi.rs"]
+#[expect(dead_code, reason = "the ABI also defines what only user space uses")]
+#[allow(unreachable_pub, reason = "the ABI's items are public for user space")]
+mod uapi;
+mod unwind;
+mod unwind_counters;
+mod user_mem;
+
+use miscdev::MiscDeviceWithMode;
+
+module! {
+    type: SframeModule,
+    name: "sframe_unwind",
+    authors: ["The sframe-unwind developers"],
+    description: "SFrame user-space unwinding for perf",
+    license: "GPL",
+    params: {
+        max_section_bytes: u64 {
+            default: 16777216,
+            description: "Largest SFrame section accepted, in bytes (E2BIG above)",
+        },
+        max_sections_per_mm: u32 {
+            default: 4096,
+            description: "Most registered sections per process (ENOSPC beyond)",
+        },
+        max_total_bytes: u64 {
+            default: 268435456,
+            description: "Most kernel bytes held for distinct sections, module-wide (ENOSPC beyond)",
+        },
+        unwind_fp_only: u32 {
+            default: 0,
+            description: "Benchmarks only: ignore SFrame rows, unwind by frame pointers",
+        },
+    },
+}
+
+/// The node is for every user: a process registers only its own sections
+/// (or, later, those of a process it may ptrace).
+const DEVICE_MODE: u16 = 0o666;
+
+/// Fields drop in declaration order: the hooks first (no unwinder runs
+/// after), then the device (no new ioctl), the registry last.
+#[pin_data]
+struct SframeModule {
+    #[pin]
+    _hooks: hooks::Hooks,
+    #[pin]
+    _device: MiscDeviceWithMode<SframeDevice>,
+    _registry: registry::RegistryHandle,
+}
+
+impl kernel::InPlaceModule for SframeModule {
+    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+        pr_info!(
+            "sframe-unwind {}.{}.{} loaded\n",
+            ioctl::MODULE_VERSION >> 16,
+            (ioctl::MODULE_VERSION >> 8) & 0xff,
+            ioctl::MODULE_VERSION & 0xff
+        );
+        permission::init();
+        let limits = registry::Limits {
+            max_section_bytes: module_parameters::max_section_bytes.value(),
+            max_sections_per_mm: module_parameters::max_sections_per_mm.value(),
+            max_total_bytes: module_parameters::max_total_bytes.value(),
+        };
+        // The registry exists before the device: an ioctl may come at once.
+        try_pin_init!(Self {
+            _registry: registry::RegistryHandle::new(limits)?,
+            _device <- MiscDeviceWithMode::register(
+                MiscDeviceOptions { name: c"sframe" },
+                DEVICE_MODE,
+            ),
+            // Last: the unwinder uses the registry from the first sample on.
+            _hooks <- {
+                unwind::set_fp_only(module_parameters::unwind_fp_only.value() != 0);
+                hooks::Hooks::new()
+            },
+        })
+    }
+}
+
+/// `/dev/sframe` keeps no per-open state: registrations belong to the mm.
+struct SframeDevice;
+
+#[vtable]
+impl MiscDevice for SframeDevice {
+    type Ptr = ();
+
+    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<()> {
+        Ok(())
+    }
+
+    fn ioctl(_device: (), _file: &File, cmd: u32, arg: usize) -> Result<isize> {
+        ioctl::dispatch(cmd, arg)
+    }
+}

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit tests for sframe-unwind.
+//!
+//! A module of its own, so the shipped module neither runs tests at every
+//! `insmod` nor depends on `CONFIG_KUNIT`.  Loading it runs the suites
+//! (`CONFIG_KUNIT_DEFAULT_ENABLED`); results are in
+//! `/sys/kernel/debug/kunit/<suite>/results`.  The code under test is
+//! compiled here from the same sources as the module, with the kernel's
+//! compiler flags (overflow checks included).
+
+use kernel::prelude::*;
+
+#[path = "uapi/src/abi.rs"]
+#[expect(dead_code, reason = "the ABI also defines what only user space uses")]
+#[allow(unreachable_pub, reason = "the ABI's items are public for user space")]
+mod uapi;
+
+// The unwinder's kernel-independent parts, and the perf callchain store.
+mod call_site;
+mod ffi;
+mod perf;
+#[path = "sframe/src/decoder/mod.rs"]
+pub mod sframe;
+#[expect(dead_code, reason = "the module-wide counters are not under test")]
+mod unwind_counters;
+// The registry's RCU maple tree, and its suites.
+#[allow(dead_code, reason = "only some of the abstraction is under test")]
+mod rcu_maple;
+mod registry_tests;
+
+module! {
+    type: SframeUnwindTest,
+    name: "sframe_unwind_test",
+    authors: ["The sframe-unwind developers"],
+    description: "KUnit tests for sframe-unwind",
+    license: "GPL",
+}
+
+struct SframeUnwindTest;
+
+impl kernel::Module for SframeUnwindTest {
+    fn init(_module: &'static ThisModule) -> Result<Self> {
+        Ok(SframeUnwindTest)
+    }
+}
+
+#[kunit_tests(sframe_unwind_abi)]
+mod abi_tests {
+    use super::uapi::*;
+    use kernel::ioctl::_IOWR;
+
+    /// The ABI crate encodes commands by hand (user space has no `_IOWR`);
+    /// it must agree with the kernel's own encoding.
+    #[test]
+    fn ioctl_encoding_matches_kernel() {
+        assert_eq!(
+            SFRAME_IOC_VERSION,
+            _IOWR::<SframeVersion>(SFRAME_IOC_MAGIC, SFRAME_NR_VERSION)
+        );
+        assert_eq!(sframe_ioc_nr(SFRAME_IOC_VERSION), SFRAME_NR_VERSION);
+        assert_eq!(sframe_ioc_type(SFRAME_IOC_VERSION), SFRAME_IOC_MAGIC);
+    }
+
+    #[test]
+    fn version_struct_size_is_version_0() {
+        assert_eq!(
+            core::mem::size_of::<SframeVersion>(),
+            SFRAME_VERSION_SIZE_VER0 as usize
+        );
+    }
+}
+
+#[kunit_tests(sframe_unwind_call_site)]
+mod call_site_tests {
+    use super::call_site::*;
+
+    /// `insn` as the last bytes before a return address, after `nop`s.
+    fn window(insn: &[u8]) -> [u8; CALL_WINDOW] {
+        let mut w = [0x90u8; CALL_WINDOW];
+        let start = CALL_WINDOW - insn.len();
+        if let Some(tail) = w.get_mut(start..) {
+            tail.copy_from_slice(insn);
+        }
+        w
+    }
+
+    #[test]
+    fn direct_call() {
+        assert!(follows_call(&window(&[0xe8, 0x98, 0xff, 0xff, 0xff])));
+    }
+
+    #[test]
+    fn indirect_calls() {
+        let calls: [&[u8]; 9] = [
+            &[0xff, 0xd0],                               // call *%rax
+            &[0x41, 0xff, 0xd3],                         // call *%r11
+            &[0xff, 0x10],                               // call *(%rax)
+            &[0xff, 0x15, 0x12, 0x34, 0x00, 0x00],       // call *x(%rip)
+            &[0xff, 0x55, 0x08],                         // call *0x8(%rbp)
+            &[0xff, 0x14, 0x24],                         // call *(%rsp)
+            &[0xff, 0x54, 0x24, 0x08],                   // call *0x8(%rsp)
+            &[0xff, 0x94, 0x24, 0x00, 0x01, 0x00, 0x00], // call *0x100(%rsp)
+            &[0xff, 0x14, 0x25, 0x00, 0x10, 0x40, 0x00], // call *0x401000
+        ];
+        for insn in calls {
+            assert!(follows_call(&window(insn)));
+        }
+    }
+
+    #[test]
+    fn not_calls() {
+        let others: [&[u8]; 5] = [
+            &[0xff, 0xe0],                         // jmp *%rax
+            &[0xff, 0x25, 0x00, 0x00, 0x00, 0x00], // jmp *x(%rip)
+            &[0x55],                               // push %rbp
+            &[0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00],
+            &[0xfc, 0x7f, 0x00, 0x00, 0x10, 0x20, 0x30], // stack address bytes
+        ];
+        for insn in others {
+            assert!(!follows_call(&window(insn)));
+        }
+    }
+}
+
+#[kunit_tests(sframe_unwind_counters)]
+mod counter_tests {
+    use super::sframe::unwind::{
+        FrameSource,
+        Stop, //
+    };
+    use super::uapi::*;
+    use super::unwind_counters::*;
+
+    #[test]
+    fn every_end_has_a_slot() {
+        let ends = [
+            (Stop::Outermost, SFRAME_UNWIND_END_OUTERMOST),
+            (Stop::MaxFrames, SFRAME_UNWIND_END_MAX_FRAMES),
+            (Stop::Consumer, SFRAME_UNWIND_END_MAX_FRAMES),
+            (Stop::ReadFault, SFRAME_UNWIND_END_FAULT),
+            (Stop::NoCoverage, SFRAME_UNWIND_END_NO_COVERAGE),
+            (Stop::CfaNotIncreasing, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::Misaligned, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::SpanExceeded, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::BadReturnAddress, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::Unsupported, SFRAME_UNWIND_END_BAD_STEP),
+        ];
+        for (stop, slot) in ends {
+            assert_eq!(end_counter(stop), slot);
+        }
+        assert_eq!(source_counter(FrameSource::Sample), None);
+        assert_eq!(
+            source_counter(FrameSource::SignalFrame),
+            Some(SFRAME_UNWIND_FRAMES_SIGNAL)
+        );
+    }
+
+    #[test]
+    fn a_walk_adds_its_frames_end_and_time() {
+        let mut t = Tally::default();
+        t.frame(FrameSource::Sample);
+        for _ in 0..3 {
+            t.frame(FrameSource::Sframe);
+        }
+        t.frame(FrameSource::FramePointer);
+        t.frame(FrameSource::EntryRule);
+        let d = t.deltas(Path::Deferred, Stop::Outermost, 1234);
+        let mut want = [0u64; SFRAME_UNWIND_COUNT];
+        want[SFRAME_UNWIND_WALKS_DEFERRED] = 1;
+        want[SFRAME_UNWIND_FRAMES_DEFERRED] = 6;
+        want[SFRAME_UNWIND_FRAMES_SFRAME] = 3;
+        want[SFRAME_UNWIND_FRAMES_FP] = 1;
+        want[SFRAME_UNWIND_FRAMES_ENTRY] = 1;
+        want[SFRAME_UNWIND_END_OUTERMOST] = 1;
+        want[SFRAME_UNWIND_NS_DEFERRED] = 1234;
+        assert_eq!(d, want);
+    }
+}
+
+#[kunit_tests(sframe_unwind_perf)]
+mod perf_tests {
+    use super::ffi;
+    use super::perf::CallchainEntry;
+    use super::sframe::{
+        unwind::{
+            walk_amd64,
+            Lookup,
+            Memory,
+            Regs,
+            Stop,
+            WalkLimits, //
+        },
+        CfaRule,
+        Reg,
+        RegRule,
+        Row, //
+    };
+    use kernel::prelude::*;
+
+    /// A `perf_callchain_entry` (`u64 nr; u64 ip[]`) with room for 8 entries.
+    struct Chain {
+        words: KBox<[u64; 9]>,
+    }
+
+    impl Chain {
+        fn new() -> Result<Self> {
+            Ok(Self {
+                words: KBox::new([0u64; 9], GFP_KERNEL)?,
+            })
+        }
+
+        fn ctx(&mut self, max_stack: u32) -> ffi::perf_callchain_entry_ctx {
+            ffi::perf_callchain_entry_ctx {
+                entry: self.words.as_mut_ptr().cast(),
+                max_stack,
+                nr: 0,
+                contexts: 0,
+                contexts_maxed: false,
+            }
+        }
+    }
+
+    #[test]
+    fn store_honours_max_stack() -> Result {
+        let mut chain = Chain::new()?;
+        let mut ctx = chain.ctx(3);
+        {
+            // SAFETY: `ctx` and its entry live across this block, used by nothing else.
+            let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+            assert_eq!(entry.room(), 3);
+            assert!(entry.store(0x1000));
+            assert!(entry.store(0x2000));
+            assert!(entry.store(0x3000));
+            assert_eq!(entry.room(), 0);
+            assert!(!entry.store(0x4000));
+        }
+        assert_eq!(ctx.nr, 3);
+        assert_eq!(chain.words[..5], [3, 0x1000, 0x2000, 0x3000, 0]);
+        Ok(())
+    }
+
+    #[test]
+    fn store_stops_when_contexts_are_maxed() -> Result {
+        let mut chain = Chain::new()?;
+        let mut ctx = chain.ctx(8);
+        ctx.contexts_maxed = true;
+        // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
+        let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+        assert!(!entry.store(0x1000));
+        Ok(())
+    }
+
+    /// A stack in kernel memory: `words[i]` is at `base + 8 * i`.
+    struct Stack<'a> {
+        base: u64,
+        words: &'a [u64],
+    }
+
+    impl Memory for Stack<'_> {
+        fn read_u64(&mut self, addr: u64) -> Option<u64> {
+            let off = addr.checked_sub(self.base)?;
+            if off % 8 != 0 {
+                return None;
+            }
+            self.words.get(usize::try_from(off / 8).ok()?).copied()
+        }
+
+        fn read(&mut self, _addr: u64, _buf: &mut [u8]) -> bool {
+            false
+        }
+    }
+
+    /// Every function has a 16-byte frame: CFA = SP + 16, RA at CFA - 8.
+    struct Frames16;
+
+    impl Lookup for Frames16 {
+        fn row(&mut self, _pc: u64) -> Option<Row> {
+            Some(Row {
+                cfa: CfaRule {
+                    base: Reg::Sp,
+                    offset: 16,
+                    deref: false,
+                },
+                ra: RegRule::AtCfa(-8),
+                fp: RegRule::Unchanged,
+                outermost: false,
+                signal_frame: false,
+                mangled_ra: false,
+            })
+        }
+    }
+
+    #[test]
+    fn a_walk_into_a_full_chain_stops_at_max_stack() -> Result {
+        let base = 0x7ff0_0000_0000u64;
+        let words = [0, 0x40_1001, 0, 0x40_1002, 0, 0x40_1003, 0, 0x40_1004, 0, 0];
+        let mut chain = Chain::new()?;
+        let mut ctx = chain.ctx(3);
+        {
+            // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
+            let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+            let limits = WalkLimits {
+                max_frames: 64,
+                max_span: 1 << 20,
+            };
+            let regs = Regs {
+                pc: 0x40_0000,
+                sp: base,
+                fp: 0,
+            };
+            let mut mem = Stack {
+                base,
+                words: &words,
+            };
+            let stop = walk_amd64(regs, &limits, &mut Frames16, &mut mem, &mut |pc, _| {
+                entry.store(pc)
+            });
+            assert_eq!(stop, Stop::Consumer);
+        }
+        assert_eq!(chain.words[..5], [3, 0x40_0000, 0x40_1001, 0x40_1002, 0]);
+        Ok(())
+    }
+}

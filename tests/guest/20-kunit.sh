@@ -1,0 +1,32 @@
+# SPDX-License-Identifier: GPL-2.0
+# The KUnit suites of sframe_unwind_test.ko all pass.  Loading the module
+# runs them (CONFIG_KUNIT_DEFAULT_ENABLED); results come from debugfs, KTAP.
+. "$SFRAME_SRC/tests/lib.sh"
+
+if ! insmod "$SFRAME_TEST_KO"; then
+	_result "not ok" "insmod sframe_unwind_test"
+	exit 0
+fi
+suites=0
+for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
+	[ -f "$dir/results" ] || continue
+	suites=$((suites + 1))
+	suite=$(basename "$dir")
+	# Each test case's line is indented one level: "    ok 3 name".
+	while read -r status num rest; do
+		name=${rest#- }
+		if [ "$status" = ok ]; then
+			_result ok "kunit $suite: $name"
+		else
+			_result "not ok" "kunit $suite: $name"
+			sed 's/^/# /' "$dir/results" | tail -30
+		fi
+	done < <(sed -n -E 's/^    (not ok|ok) /\1 /p' "$dir/results" | sed 's/^not ok/not_ok/')
+	top=$(grep -E '^(not )?ok [0-9]+ ' "$dir/results" | tail -1)
+	case $top in
+	ok*) _result ok "kunit suite $suite" ;;
+	*) _result "not ok" "kunit suite $suite: ${top:-no result}" ;;
+	esac
+done
+[ "$suites" -gt 0 ] || _result "not ok" "kunit: no sframe_unwind suites in debugfs"
+check "rmmod sframe_unwind_test" rmmod sframe_unwind_test
