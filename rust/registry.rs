@@ -1,0 +1,783 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The registry: which SFrame section describes which text, per address space.
+//!
+//! - A [`SectionCopy`] is one distinct SFrame byte string in kernel memory,
+//!   validated once, shared by every registration of identical bytes (the
+//!   C library's section, in every process), counted in [`Shared::copies`].
+//! - A [`Section`] is one registration: a text range of one mm, the copy
+//!   that describes it and the address the copy's offsets are relative to.
+//! - An [`MmState`] holds an mm's sections in an RCU maple tree keyed by
+//!   text range.  It lives in that mm's MMU notifier subscription, so it is
+//!   emptied when the mm is torn down (`release`), and a section whose text
+//!   is unmapped is retired at once (`unmap`: marked dead, erased by the
+//!   next writer).
+//! - The module-wide index maps an mm's address to its [`MmState`], in an
+//!   RCU maple tree: [`mm_has_sections`] and [`find_row`] run in NMI
+//!   context with no lock.
+//!
+//! Writers (register, unregister, list, release, unload) serialise on one
+//! mutex, taken after `mmap_lock` when both are held, never from the
+//! `unmap` callback (which may run from reclaim).  Readers use RCU only.
+//! Memory: copies are charged to the registering process's memcg.
+
+use crate::{
+    mmu_notifier::{
+        MmNotifier,
+        NotifierOps,
+        NotifierRef, //
+    },
+    ratelimit::{
+        pr_warn_ratelimited,
+        Ratelimit, //
+    },
+    rcu_maple::{
+        Gfp,
+        RcuMapleTree, //
+    },
+    sframe,
+    uapi::*,
+};
+use core::ptr;
+use core::sync::atomic::{
+    AtomicBool,
+    AtomicPtr,
+    AtomicU32,
+    AtomicU64,
+    Ordering, //
+};
+use kernel::{
+    bindings,
+    mm::{
+        virt::flags as vm_flags,
+        MmWithUser, //
+    },
+    new_mutex,
+    prelude::*,
+    sync::{
+        rcu,
+        Arc,
+        Mutex, //
+    },
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+/// Limits, from the module parameters.
+#[derive(Clone, Copy)]
+pub(crate) struct Limits {
+    /// Largest SFrame section accepted, in bytes (`E2BIG` above).
+    pub(crate) max_section_bytes: u64,
+    /// Most registrations per address space (`ENOSPC` beyond).
+    pub(crate) max_sections_per_mm: u32,
+    /// Most kernel bytes held for distinct copies, module-wide (`ENOSPC`).
+    pub(crate) max_total_bytes: u64,
+}
+
+/// Module-wide counters for `SFRAME_IOC_STATS`.
+struct Counters {
+    sections: AtomicU64,
+    copies: AtomicU64,
+    bytes: AtomicU64,
+    mms: AtomicU64,
+    registered: AtomicU64,
+    unregistered: AtomicU64,
+    failures: [AtomicU64; SFRAME_FAIL_COUNT],
+}
+
+static COUNTERS: Counters = Counters {
+    sections: AtomicU64::new(0),
+    copies: AtomicU64::new(0),
+    bytes: AtomicU64::new(0),
+    mms: AtomicU64::new(0),
+    registered: AtomicU64::new(0),
+    unregistered: AtomicU64::new(0),
+    failures: [const { AtomicU64::new(0) }; SFRAME_FAIL_COUNT],
+};
+
+/// Fills the registry's part of `SFRAME_IOC_STATS`.
+pub(crate) fn fill_stats(s: &mut SframeStats) {
+    let c = &COUNTERS;
+    s.sections = c.sections.load(Ordering::Relaxed);
+    s.copies = c.copies.load(Ordering::Relaxed);
+    s.bytes = c.bytes.load(Ordering::Relaxed);
+    s.mms = c.mms.load(Ordering::Relaxed);
+    s.registered = c.registered.load(Ordering::Relaxed);
+    s.unregistered = c.unregistered.load(Ordering::Relaxed);
+    for (out, f) in s.failures.iter_mut().zip(c.failures.iter()) {
+        *out = f.load(Ordering::Relaxed);
+    }
+}
+
+/// A failed request: the errno, the `SFRAME_FAIL_*` counter, and the reason
+/// for the log.
+pub(crate) struct Failure {
+    pub(crate) error: Error,
+    kind: usize,
+    reason: &'static str,
+}
+
+impl Failure {
+    pub(crate) fn new(error: Error, kind: usize, reason: &'static str) -> Self {
+        Self {
+            error,
+            kind,
+            reason,
+        }
+    }
+}
+
+/// Counts a failure, logs it (rate-limited) and returns its errno.
+pub(crate) fn fail(f: Failure, what: &str) -> Error {
+    if let Some(c) = COUNTERS.failures.get(f.kind) {
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+    if let Some(reg) = registry_process() {
+        pr_warn_ratelimited!(
+            reg.warn,
+            "{} by pid {} failed: {} (errno {})\n",
+            what,
+            kernel::current!().pid(),
+            f.reason,
+            -f.error.to_errno()
+        );
+    }
+    f.error
+}
+
+/// One distinct SFrame byte string, validated.
+struct SectionCopy {
+    bytes: KVVec<u8>,
+    hash: u64,
+    version: u32,
+    num_fdes: u32,
+    /// `text_range()` minus the address it was validated at: the text range
+    /// for another address is this plus that address (every function start
+    /// is an offset from the section's address or from a field in it).
+    text_lo: u64,
+    text_hi: u64,
+}
+
+/// One registration.
+pub(crate) struct Section {
+    handle: u64,
+    text_start: u64,
+    text_end: u64,
+    sframe_addr: u64,
+    copy: Arc<SectionCopy>,
+    /// Retired (unregistered, or its text unmapped): readers skip it, the
+    /// next writer erases it.
+    dead: AtomicBool,
+}
+
+/// An address space's registrations.
+#[pin_data]
+pub(crate) struct MmState {
+    #[pin]
+    sections: RcuMapleTree<Section>,
+    /// Sections not retired.
+    live: AtomicU32,
+}
+
+static OPS: NotifierOps<MmState> = NotifierOps::new();
+
+impl MmState {
+    /// Marks `s` retired, once, and updates the counters.
+    fn retire(&self, s: &Section) {
+        if !s.dead.swap(true, Ordering::AcqRel) {
+            if self.live.fetch_sub(1, Ordering::Relaxed) == 1 {
+                COUNTERS.mms.fetch_sub(1, Ordering::Relaxed);
+            }
+            COUNTERS.sections.fetch_sub(1, Ordering::Relaxed);
+            COUNTERS.unregistered.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+}
+
+impl MmNotifier for MmState {
+    fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            sections <- RcuMapleTree::new(),
+            live: AtomicU32::new(0),
+        }? Error)
+    }
+
+    fn release(&self, mm: *const bindings::mm_struct) {
+        if let Some(reg) = registry_process() {
+            reg.release_mm(mm);
+        }
+    }
+
+    fn unmap(&self, start: usize, end: usize) {
+        if end <= start {
+            return;
+        }
+        let guard = rcu::Guard::new();
+        self.sections
+            .for_each(start, end - 1, &guard, |s| self.retire(s));
+    }
+}
+
+/// Writer state, under [`Registry::lock`].
+struct Shared {
+    /// Distinct copies and how many sections use each.
+    copies: KVec<(Arc<SectionCopy>, usize)>,
+    /// Bytes held by `copies`.
+    bytes: u64,
+    next_handle: u64,
+    shutting_down: bool,
+}
+
+/// The module-wide registry.
+#[pin_data]
+pub(crate) struct Registry {
+    /// mm address → its state (one reference to its notifier subscription).
+    #[pin]
+    index: RcuMapleTree<NotifierRef<MmState>>,
+    #[pin]
+    lock: Mutex<Shared>,
+    #[pin]
+    warn: Ratelimit,
+    limits: Limits,
+}
+
+/// The registry while the module is loaded; null before init and during
+/// the end of unload.
+static REGISTRY: AtomicPtr<Registry> = AtomicPtr::new(ptr::null_mut());
+
+/// The registry, for a reader holding the RCU read lock.
+fn registry<'a>(_guard: &'a rcu::Guard) -> Option<&'a Registry> {
+    // SAFETY: A non-null pointer was published by `RegistryHandle::new` and
+    // is freed by its `drop` only after clearing it and a grace period, which
+    // `_guard` holds off.
+    unsafe { REGISTRY.load(Ordering::Acquire).as_ref() }
+}
+
+/// The registry, for ioctls.
+pub(crate) fn get() -> Option<&'static Registry> {
+    registry_process()
+}
+
+/// The registry, for ioctls and notifier callbacks.
+fn registry_process() -> Option<&'static Registry> {
+    // SAFETY: `RegistryHandle::drop` frees the registry only after the device
+    // is gone (an ioctl holds an open file, which pins the module: no ioctl
+    // runs during unload), and after every notifier subscription was put and
+    // `mmu_notifier::synchronize()` returned (no callback runs any more).
+    unsafe { REGISTRY.load(Ordering::Acquire).as_ref() }
+}
+
+/// Whether `mm` has a live registration.  Any context (NMI included), no
+/// lock; for the ftrace callback, on every sample.
+pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
+    let guard = rcu::Guard::new();
+    registry(&guard)
+        .and_then(|reg| reg.index.load(mm as usize, &guard))
+        .is_some_and(|state| state.live.load(Ordering::Relaxed) != 0)
+}
+
+/// The unwind row for `pc` in `mm`, copied out.  Any context (NMI
+/// included), no lock; RCU is not held after the return.
+pub(crate) fn find_row(mm: *const bindings::mm_struct, pc: u64) -> Option<sframe::Row> {
+    let guard = rcu::Guard::new();
+    let reg = registry(&guard)?;
+    let state = reg.index.load(mm as usize, &guard)?;
+    let s = state.sections.load(usize::try_from(pc).ok()?, &guard)?;
+    if s.dead.load(Ordering::Acquire) {
+        return None;
+    }
+    let section = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
+    section.find_row(pc).ok().flatten()
+}
+
+/// A registration request, read from user space.
+pub(crate) struct RegisterRequest {
+    pub(crate) sframe_data: u64,
+    pub(crate) sframe_len: u64,
+    pub(crate) sframe_addr: u64,
+    pub(crate) text_start: u64,
+    pub(crate) text_end: u64,
+}
+
+/// Removal by handle or by an address inside the text.
+#[derive(Clone, Copy)]
+pub(crate) enum Which {
+    Handle(u64),
+    Addr(u64),
+}
+
+/// FNV-1a, 64 bit: identical bytes have identical hashes; a memcmp decides.
+fn hash(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (i, &b) in bytes.iter().enumerate() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
+        if i % (256 << 10) == (256 << 10) - 1 {
+            resched();
+        }
+    }
+    h
+}
+
+fn resched() {
+    // SAFETY: Called in process context without spinlocks held.
+    unsafe { crate::ffi::sframe_cond_resched() };
+}
+
+const FAIL_MEM: Failure = Failure {
+    error: ENOMEM,
+    kind: SFRAME_FAIL_NOMEM,
+    reason: "out of memory",
+};
+
+impl Registry {
+    fn new(limits: Limits) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            index <- RcuMapleTree::new(),
+            lock <- new_mutex!(Shared {
+                copies: KVec::new(),
+                bytes: 0,
+                next_handle: 1,
+                shutting_down: false,
+            }),
+            warn <- Ratelimit::new(5000, 10),
+            limits,
+        }? Error)
+    }
+
+    /// The copy of `bytes` (shared if identical bytes are held), its user
+    /// count raised.
+    fn get_copy(&self, bytes: KVVec<u8>, sframe_addr: u64) -> Result<Arc<SectionCopy>, Failure> {
+        let h = hash(&bytes);
+        if let Some(c) = Self::find_copy(&mut self.lock.lock(), &bytes, h) {
+            return Ok(c);
+        }
+        // Validate outside the lock: a large section takes a while.
+        let section = sframe::Section::parse(&bytes, sframe_addr)
+            .map_err(|e| Failure::new(EINVAL, SFRAME_FAIL_FORMAT, e.as_str()))?;
+        section
+            .validate(&mut resched)
+            .map_err(|e| Failure::new(EINVAL, SFRAME_FAIL_FORMAT, e.as_str()))?;
+        #[cfg(CONFIG_X86_64)]
+        if section.abi() != sframe::Abi::Amd64Le {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_FORMAT,
+                "not an x86-64 section",
+            ));
+        }
+        let (lo, hi) = section
+            .text_range()
+            .map_err(|e| Failure::new(EINVAL, SFRAME_FAIL_FORMAT, e.as_str()))?
+            .ok_or(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_FORMAT,
+                "section has no FDEs",
+            ))?;
+        let version = match section.version() {
+            sframe::Version::V2 => 2,
+            sframe::Version::V3 => 3,
+        };
+        let num_fdes = section.num_fdes();
+        let len = bytes.len() as u64;
+        let copy = Arc::new(
+            SectionCopy {
+                bytes,
+                hash: h,
+                version,
+                num_fdes,
+                text_lo: lo.wrapping_sub(sframe_addr),
+                text_hi: hi.wrapping_sub(sframe_addr),
+            },
+            GFP_KERNEL_ACCOUNT,
+        )
+        .map_err(|_| FAIL_MEM)?;
+        let mut shared = self.lock.lock();
+        if let Some(c) = Self::find_copy(&mut shared, &copy.bytes, h) {
+            return Ok(c);
+        }
+        if shared.bytes.saturating_add(len) > self.limits.max_total_bytes {
+            return Err(Failure::new(
+                ENOSPC,
+                SFRAME_FAIL_LIMIT,
+                "module-wide byte limit (max_total_bytes) reached",
+            ));
+        }
+        shared
+            .copies
+            .push((copy.clone(), 1), GFP_KERNEL)
+            .map_err(|_| FAIL_MEM)?;
+        shared.bytes += len;
+        COUNTERS.copies.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.bytes.fetch_add(len, Ordering::Relaxed);
+        Ok(copy)
+    }
+
+    fn find_copy(shared: &mut Shared, bytes: &[u8], h: u64) -> Option<Arc<SectionCopy>> {
+        shared
+            .copies
+            .iter_mut()
+            .find(|(c, _)| c.hash == h && c.bytes.len() == bytes.len() && &c.bytes[..] == bytes)
+            .map(|(c, users)| {
+                *users += 1;
+                c.clone()
+            })
+    }
+
+    /// Drops one use of `copy`; the last one removes it from the table (the
+    /// memory goes when the last RCU-deferred section lets go of it).
+    fn put_copy(shared: &mut Shared, copy: &Arc<SectionCopy>) {
+        let Some(i) = shared.copies.iter().position(|(c, _)| Arc::ptr_eq(c, copy)) else {
+            return;
+        };
+        let Some(entry) = shared.copies.get_mut(i) else {
+            return;
+        };
+        entry.1 -= 1;
+        if entry.1 == 0 {
+            let len = copy.bytes.len() as u64;
+            shared.bytes -= len;
+            COUNTERS.copies.fetch_sub(1, Ordering::Relaxed);
+            COUNTERS.bytes.fetch_sub(len, Ordering::Relaxed);
+            drop(shared.copies.remove(i));
+        }
+    }
+
+    /// Erases `state`'s retired sections.
+    fn purge(shared: &mut Shared, state: &MmState) {
+        loop {
+            let mut victim = None;
+            {
+                let guard = rcu::Guard::new();
+                state.sections.for_each(0, usize::MAX, &guard, |s| {
+                    if victim.is_none() && s.dead.load(Ordering::Acquire) {
+                        victim = Some(s.text_start as usize);
+                    }
+                });
+            }
+            let Some(start) = victim else {
+                return;
+            };
+            match state.sections.erase(start) {
+                Some(s) => Self::put_copy(shared, &s.copy),
+                None => return,
+            }
+        }
+    }
+
+    /// Erases every section of `state`.
+    fn drain(shared: &mut Shared, state: &MmState) {
+        state.sections.clear(|s| {
+            state.retire(&s);
+            Self::put_copy(shared, &s.copy);
+        });
+    }
+
+    /// The mm is torn down: forget it.
+    fn release_mm(&self, mm: *const bindings::mm_struct) {
+        let mut shared = self.lock.lock();
+        let Some(erased) = self.index.erase(mm as usize) else {
+            return;
+        };
+        let state = erased.into_inner();
+        Self::drain(&mut shared, &state);
+        drop(shared);
+        // Drops the index's reference to the subscription.
+        drop(state);
+    }
+
+    /// Registers `req` for `mm`; returns the handle.
+    pub(crate) fn register(&self, mm: &MmWithUser, req: &RegisterRequest) -> Result<u64, Failure> {
+        let l = &self.limits;
+        if req.sframe_len == 0 {
+            return Err(Failure::new(EINVAL, SFRAME_FAIL_ARGUMENT, "empty section"));
+        }
+        if req.text_start >= req.text_end {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_ARGUMENT,
+                "empty text range",
+            ));
+        }
+        if req.sframe_len > l.max_section_bytes {
+            return Err(Failure::new(
+                E2BIG,
+                SFRAME_FAIL_TOO_BIG,
+                "section larger than max_section_bytes",
+            ));
+        }
+        let len = usize::try_from(req.sframe_len).map_err(|_| FAIL_MEM)?;
+        let addr = usize::try_from(req.sframe_data)
+            .map_err(|_| Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section pointer out of range"))?;
+        let text_start = usize::try_from(req.text_start)
+            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+        let text_end = usize::try_from(req.text_end)
+            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+
+        let mut bytes = KVVec::new();
+        UserSlice::new(UserPtr::from_addr(addr), len)
+            .reader()
+            .read_all(&mut bytes, GFP_KERNEL_ACCOUNT)
+            .map_err(|e| {
+                if e == EFAULT {
+                    Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section bytes unreadable")
+                } else {
+                    FAIL_MEM
+                }
+            })?;
+        let copy = self.get_copy(bytes, req.sframe_addr)?;
+        let result = self.insert(mm, req, text_start, text_end, &copy);
+        if result.is_err() {
+            Self::put_copy(&mut self.lock.lock(), &copy);
+        }
+        result
+    }
+
+    fn insert(
+        &self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        text_start: usize,
+        text_end: usize,
+        copy: &Arc<SectionCopy>,
+    ) -> Result<u64, Failure> {
+        let lo = copy.text_lo.wrapping_add(req.sframe_addr);
+        let hi = copy.text_hi.wrapping_add(req.sframe_addr);
+        if lo >= req.text_end || hi <= req.text_start || lo > hi {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_ARGUMENT,
+                "the section's functions lie outside the text range",
+            ));
+        }
+        let state = NotifierRef::get(&OPS, mm)
+            .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
+        let mmap = mm.mmap_read_lock();
+        let mut addr = text_start;
+        while addr < text_end {
+            let Some(vma) = mmap.vma_lookup(addr) else {
+                return Err(Failure::new(
+                    EINVAL,
+                    SFRAME_FAIL_NOT_TEXT,
+                    "text range not mapped",
+                ));
+            };
+            if vma.flags() & vm_flags::EXEC == 0 {
+                return Err(Failure::new(
+                    EINVAL,
+                    SFRAME_FAIL_NOT_TEXT,
+                    "text range not executable",
+                ));
+            }
+            addr = vma.end();
+        }
+
+        let mut shared = self.lock.lock();
+        if shared.shutting_down {
+            return Err(Failure::new(
+                ENODEV,
+                SFRAME_FAIL_ARGUMENT,
+                "module unloading",
+            ));
+        }
+        Self::purge(&mut shared, &state);
+        if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm {
+            return Err(Failure::new(
+                ENOSPC,
+                SFRAME_FAIL_LIMIT,
+                "per-process limit (max_sections_per_mm) reached",
+            ));
+        }
+        let handle = shared.next_handle;
+        let section = Section {
+            handle,
+            text_start: req.text_start,
+            text_end: req.text_end,
+            sframe_addr: req.sframe_addr,
+            copy: copy.clone(),
+            dead: AtomicBool::new(false),
+        };
+        if let Err(e) =
+            state
+                .sections
+                .insert_range(text_start, text_end - 1, section, Gfp::KernelAccount)
+        {
+            return Err(if e.error == EEXIST {
+                Failure::new(
+                    EEXIST,
+                    SFRAME_FAIL_OVERLAP,
+                    "text overlaps a registered range",
+                )
+            } else {
+                Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot insert the section")
+            });
+        }
+        if state.live.fetch_add(1, Ordering::Relaxed) == 0 {
+            COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
+        }
+        let key = mm.as_raw() as usize;
+        let indexed = {
+            let guard = rcu::Guard::new();
+            self.index.load(key, &guard).is_some()
+        };
+        let extra = if indexed {
+            Some(state)
+        } else if let Err(e) = self.index.insert_range(key, key, state, Gfp::Kernel) {
+            // Undo: the section is unreachable without the index entry.
+            // Nothing else is in this tree (writers hold the lock, and an
+            // unindexed state gets sections only here); empty it fully, so
+            // the state can be freed from an RCU callback without locking.
+            let state = e.value;
+            state.sections.clear(|s| {
+                state.retire(&s);
+                COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
+                COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
+            });
+            drop(shared);
+            drop(mmap);
+            drop(state);
+            return Err(Failure::new(
+                e.error,
+                SFRAME_FAIL_NOMEM,
+                "cannot index the address space",
+            ));
+        } else {
+            None
+        };
+        shared.next_handle += 1;
+        COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.registered.fetch_add(1, Ordering::Relaxed);
+        drop(shared);
+        drop(mmap);
+        // Our own reference, if the index already had one.
+        drop(extra);
+        Ok(handle)
+    }
+
+    /// Whether `mm` is in the index (a hint: it may change at once).
+    fn indexed(&self, mm: &MmWithUser) -> bool {
+        let guard = rcu::Guard::new();
+        self.index.load(mm.as_raw() as usize, &guard).is_some()
+    }
+
+    /// Removes one registration of `mm`.
+    pub(crate) fn unregister(&self, mm: &MmWithUser, which: Which) -> Result<(), Failure> {
+        let not_found = Failure::new(ENOENT, SFRAME_FAIL_NOT_FOUND, "no such registration");
+        if !self.indexed(mm) {
+            return Err(not_found);
+        }
+        let state = NotifierRef::get(&OPS, mm)
+            .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
+        let mut shared = self.lock.lock();
+        let mut start = None;
+        {
+            let guard = rcu::Guard::new();
+            let live = |s: &Section| !s.dead.load(Ordering::Acquire);
+            match which {
+                Which::Addr(a) => {
+                    if let Some(s) = usize::try_from(a)
+                        .ok()
+                        .and_then(|a| state.sections.load(a, &guard))
+                        .filter(|s| live(s))
+                    {
+                        start = Some(s.text_start as usize);
+                    }
+                }
+                Which::Handle(h) => state.sections.for_each(0, usize::MAX, &guard, |s| {
+                    if s.handle == h && live(s) {
+                        start = Some(s.text_start as usize);
+                    }
+                }),
+            }
+        }
+        // Writers hold the lock: the section found is still there.
+        let Some(s) = start.and_then(|start| state.sections.erase(start)) else {
+            return Err(not_found);
+        };
+        state.retire(&s);
+        Self::put_copy(&mut shared, &s.copy);
+        drop(shared);
+        drop(s);
+        drop(state);
+        Ok(())
+    }
+
+    /// The live registrations of `mm`.
+    pub(crate) fn list(&self, mm: &MmWithUser) -> Result<KVec<SframeSectionInfo>, Failure> {
+        let mut out = KVec::new();
+        if !self.indexed(mm) {
+            return Ok(out);
+        }
+        let state = NotifierRef::get(&OPS, mm)
+            .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
+        let mut shared = self.lock.lock();
+        Self::purge(&mut shared, &state);
+        // Sections are only added under the lock: this is the count.
+        let n = state.live.load(Ordering::Relaxed) as usize;
+        out.reserve(n, GFP_KERNEL).map_err(|_| FAIL_MEM)?;
+        let guard = rcu::Guard::new();
+        state.sections.for_each(0, usize::MAX, &guard, |s| {
+            if s.dead.load(Ordering::Acquire) {
+                return;
+            }
+            let users = shared
+                .copies
+                .iter()
+                .find(|(c, _)| Arc::ptr_eq(c, &s.copy))
+                .map_or(1, |(_, u)| *u);
+            let _ = out.push_within_capacity(SframeSectionInfo {
+                handle: s.handle,
+                text_start: s.text_start,
+                text_end: s.text_end,
+                sframe_addr: s.sframe_addr,
+                sframe_len: s.copy.bytes.len() as u64,
+                kernel_bytes: s.copy.bytes.capacity() as u64,
+                version: s.copy.version,
+                num_fdes: s.copy.num_fdes,
+                shared: u32::try_from(users.saturating_sub(1)).unwrap_or(u32::MAX),
+                reserved: 0,
+            });
+        });
+        drop(guard);
+        drop(shared);
+        drop(state);
+        Ok(out)
+    }
+}
+
+/// Owns the registry for the module's lifetime.
+pub(crate) struct RegistryHandle {
+    reg: Pin<KBox<Registry>>,
+}
+
+impl RegistryHandle {
+    /// Creates the registry and publishes it.
+    pub(crate) fn new(limits: Limits) -> Result<Self> {
+        let reg = KBox::pin_init(Registry::new(limits), GFP_KERNEL)?;
+        let p: *const Registry = &*reg;
+        REGISTRY.store(p.cast_mut(), Ordering::Release);
+        Ok(Self { reg })
+    }
+}
+
+impl Drop for RegistryHandle {
+    fn drop(&mut self) {
+        let reg: &Registry = &self.reg;
+        {
+            let mut shared = reg.lock.lock();
+            shared.shutting_down = true;
+            reg.index.clear(|erased| {
+                let state = erased.into_inner();
+                Registry::drain(&mut shared, &state);
+                drop(state);
+            });
+        }
+        // No notifier callback (which may use the registry) runs after this.
+        crate::mmu_notifier::synchronize();
+        REGISTRY.store(ptr::null_mut(), Ordering::Release);
+        // No lock-free reader holds the registry after this.
+        rcu::synchronize_rcu();
+        rcu::rcu_barrier();
+    }
+}

@@ -1,0 +1,75 @@
+# SPDX-License-Identifier: GPL-2.0
+# The section registry: register/list/unregister, every errno, lifetime
+# (munmap, exec, fork, exit), sharing, limits, permissions, concurrency,
+# an ioctl fuzz loop and kmemleak.  SFRAME_STRESS=1 runs the long variants.
+. "$SFRAME_SRC/tests/lib.sh"
+
+R=$PROGS/registry
+stress() { [ "${SFRAME_STRESS:-0}" = 1 ]; }
+
+# check_show NAME CMD...: check, and show CMD's output (figures) as comments.
+check_show() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		_result ok "$name"
+	else
+		_result "not ok" "$name"
+	fi
+	printf '%s\n' "$out" | sed 's/^/# /' | tail -20
+}
+
+unload_module
+check "insmod" insmod "$SFRAME_KO"
+check "register, list and remove the program's own .sframe" "$R" self
+check "each errno (EINVAL, EFAULT, E2BIG, EEXIST, ENOENT, ENOTTY)" "$R" errno
+check "munmap or MAP_FIXED over registered text drops it" "$R" munmap
+check "exec: the new image has no registrations" "$R" exec
+check "fork: the child starts empty" "$R" fork
+check "another process through a pidfd (EPERM/EACCES unprivileged)" "$R" pidfd
+check_show "the same section in 100 processes is held once" "$R" share 100
+check "as an unprivileged user" setpriv --reuid=65534 --regid=65534 --clear-groups "$R" self
+if stress; then
+	check_show "8 threads for 30 s" "$R" threads 30
+	check_show "fuzz: 100000 ioctls" "$R" fuzz 100000 $RANDOM
+else
+	check_show "8 threads for 10 s" "$R" threads 10
+	check_show "fuzz: 10000 ioctls" "$R" fuzz 10000 $RANDOM
+fi
+check_show "registration of a libc-sized section (figures)" "$R" bench 10
+
+kmemleak=/sys/kernel/debug/kmemleak
+leaks() {
+	echo scan >$kmemleak && echo scan >$kmemleak
+	! grep -q sframe_unwind $kmemleak
+}
+if [ -w $kmemleak ]; then
+	echo clear >$kmemleak
+	check_show "1000 processes register and exit: counters back to zero" "$R" churn 1000
+	check "kmemleak reports nothing for the module" leaks
+else
+	check "1000 processes register and exit: counters back to zero" "$R" churn 1000
+	_result "not ok" "kmemleak not available ($kmemleak)"
+fi
+check "rmmod" rmmod sframe_unwind
+
+check "insmod with max_sections_per_mm=4 and max_total_bytes of one section" \
+	insmod "$SFRAME_KO" max_sections_per_mm=4 max_total_bytes="$("$R" sframe-len)"
+check "limits: ENOSPC per process and module-wide" "$R" limits
+check "rmmod" rmmod sframe_unwind
+
+# Registrations belong to the mm, not the file: rmmod frees them while their
+# process lives on, and the process exits cleanly afterwards.
+hold() {
+	local out=/tmp/registry-hold pid
+	insmod "$SFRAME_KO" || return 1
+	"$R" hold >$out &
+	pid=$!
+	for _ in $(seq 100); do grep -q ready $out && break; sleep 0.1; done
+	grep -q ready $out || return 1
+	rmmod sframe_unwind || return 1
+	kill $pid && wait $pid
+	[ $? = 143 ]
+}
+check "rmmod while a process holds a registration" hold
+load_module

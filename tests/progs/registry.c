@@ -1,0 +1,813 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Exercise the section registry (SFRAME_IOC_REGISTER, _UNREGISTER, _LIST,
+ * _STATS) as a dynamic loader would: this program registers its own
+ * .sframe, found through dl_iterate_phdr() and PT_GNU_SFRAME.
+ *
+ *   registry CASE [ARGS]   exit 0 when CASE behaves as documented
+ *
+ * Build with -Wa,--gsframe so the program has a .sframe of its own.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sframe-unwind.h"
+
+/* Command numbers, for building unusual commands. */
+#define NR_REGISTER	0x01
+#define NR_STATS	0x04
+#define NR_CONTROL	0x05
+
+#ifndef PT_GNU_SFRAME
+#define PT_GNU_SFRAME 0x6474e554
+#endif
+
+static int dev;
+static const char *self_path;
+
+/* One object's .sframe and executable text, as a loader finds them. */
+struct object {
+	uint64_t sframe, sframe_len;	/* PT_GNU_SFRAME, in memory */
+	uint64_t text, text_end;	/* the PF_X PT_LOAD */
+};
+
+#define U(x) ((unsigned long long)(x))
+#define die(...) do { fprintf(stderr, "registry: " __VA_ARGS__); \
+	fputc('\n', stderr); exit(1); } while (0)
+#define check(cond, ...) do { if (!(cond)) die(__VA_ARGS__); } while (0)
+
+struct find_ctx {
+	const char *name;	/* substring of dlpi_name; "" for the executable */
+	struct object *obj;
+	int found;
+};
+
+static int find_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+	struct find_ctx *ctx = data;
+	struct object o = { 0 };
+	int i;
+
+	(void)size;
+	if (ctx->found)
+		return 0;
+	if (*ctx->name ? !strstr(info->dlpi_name, ctx->name) : *info->dlpi_name)
+		return 0;
+	for (i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+
+		if (p->p_type == PT_GNU_SFRAME) {
+			o.sframe = info->dlpi_addr + p->p_vaddr;
+			o.sframe_len = p->p_memsz;
+		} else if (p->p_type == PT_LOAD && (p->p_flags & PF_X)) {
+			o.text = info->dlpi_addr + p->p_vaddr;
+			o.text_end = o.text + p->p_memsz;
+		}
+	}
+	if (!o.sframe || !o.text)
+		return 0;
+	*ctx->obj = o;
+	ctx->found = 1;
+	return 1;
+}
+
+static int find_object(const char *name, struct object *o)
+{
+	struct find_ctx ctx = { name, o, 0 };
+
+	dl_iterate_phdr(find_cb, &ctx);
+	return ctx.found;
+}
+
+static struct object self(void)
+{
+	struct object o;
+
+	check(find_object("", &o), "no PT_GNU_SFRAME in the executable (built without -Wa,--gsframe?)");
+	return o;
+}
+
+/* A library next to this program, with its own .sframe. */
+static struct object sibling(const char *name)
+{
+	char path[4096];
+	struct object o;
+	char *slash;
+
+	snprintf(path, sizeof(path), "%s", self_path);
+	slash = strrchr(path, '/');
+	snprintf(slash ? slash + 1 : path, sizeof(path) - (slash ? slash + 1 - path : 0), "%s", name);
+	check(dlopen(path, RTLD_LAZY), "dlopen %s: %s", path, dlerror());
+	check(find_object(name, &o), "no PT_GNU_SFRAME in %s", name);
+	return o;
+}
+
+/* libregistry-extra.so: .sframe bytes different from the program's. */
+static struct object extra(void)
+{
+	return sibling("libregistry-extra.so");
+}
+
+static int open_dev(void)
+{
+	int fd = open("/dev/sframe", O_RDWR | O_CLOEXEC);
+
+	check(fd >= 0, "open /dev/sframe: %s", strerror(errno));
+	return fd;
+}
+
+/* Registers LEN bytes at DATA, describing SFRAME_ADDR, for [TEXT, END). */
+static int reg_raw(int pidfd, const void *data, uint64_t len, uint64_t sframe_addr,
+		   uint64_t text, uint64_t end, uint64_t *handle)
+{
+	struct sframe_register r = {
+		.size = sizeof(r),
+		.flags = pidfd >= 0 ? SFRAME_F_PIDFD : 0,
+		.pidfd = pidfd >= 0 ? pidfd : 0,
+		.sframe_data = (uintptr_t)data,
+		.sframe_len = len,
+		.sframe_addr = sframe_addr,
+		.text_start = text,
+		.text_end = end,
+	};
+
+	if (ioctl(dev, SFRAME_IOC_REGISTER, &r))
+		return -errno;
+	if (handle)
+		*handle = r.handle;
+	return 0;
+}
+
+static int reg(const struct object *o, uint64_t *handle)
+{
+	return reg_raw(-1, (void *)(uintptr_t)o->sframe, o->sframe_len, o->sframe,
+		       o->text, o->text_end, handle);
+}
+
+static int unreg_handle(int pidfd, uint64_t handle)
+{
+	struct sframe_unregister u = {
+		.size = sizeof(u),
+		.flags = pidfd >= 0 ? SFRAME_F_PIDFD : 0,
+		.pidfd = pidfd >= 0 ? pidfd : 0,
+		.handle = handle,
+	};
+
+	return ioctl(dev, SFRAME_IOC_UNREGISTER, &u) ? -errno : 0;
+}
+
+static int unreg_addr(uint64_t addr)
+{
+	struct sframe_unregister u = {
+		.size = sizeof(u),
+		.flags = SFRAME_F_BY_ADDR,
+		.addr = addr,
+	};
+
+	return ioctl(dev, SFRAME_IOC_UNREGISTER, &u) ? -errno : 0;
+}
+
+#define MAX_LIST 64
+
+/* Lists into INFO (up to MAX_LIST); returns the count or -errno. */
+static int list_pid(int pidfd, struct sframe_section_info *info)
+{
+	struct sframe_list l = {
+		.size = sizeof(l),
+		.flags = pidfd >= 0 ? SFRAME_F_PIDFD : 0,
+		.pidfd = pidfd >= 0 ? pidfd : 0,
+		.entry_size = sizeof(*info),
+		.entries = (uintptr_t)info,
+		.capacity = info ? MAX_LIST : 0,
+	};
+
+	if (ioctl(dev, SFRAME_IOC_LIST, &l))
+		return -errno;
+	return l.count;
+}
+
+static int count_sections(void)
+{
+	return list_pid(-1, NULL);
+}
+
+static struct sframe_stats stats(void)
+{
+	struct sframe_stats s = { .size = sizeof(s) };
+
+	check(!ioctl(dev, SFRAME_IOC_STATS, &s), "STATS: %s", strerror(errno));
+	return s;
+}
+
+static void expect(int got, int want, const char *what)
+{
+	if (got != want)
+		die("%s: got %d (%s), want %d (%s)", what, got,
+		    got < 0 ? strerror(-got) : "success", want,
+		    want < 0 ? strerror(-want) : "success");
+}
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+/* Registration time and kernel memory for a libc-sized section. */
+static int case_bench(int rounds)
+{
+	struct object o = sibling("libregistry-big.so");
+	struct sframe_section_info info[MAX_LIST];
+	struct sframe_stats s0 = stats(), s1;
+	double t, first = 0, shared = 0;
+	uint64_t h, h2;
+	int i;
+
+	for (i = 0; i < rounds; i++) {
+		t = now();
+		expect(reg(&o, &h), 0, "register the big section");
+		first += now() - t;
+		if (i == 0) {
+			s1 = stats();
+			expect(list_pid(-1, info), 1, "list");
+		}
+		/* A second registration of the same bytes in this process (a
+		 * subrange): shared, not validated again. */
+		t = now();
+		expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+			       o.text + (o.text_end - o.text) / 2, o.text + (o.text_end - o.text) / 2 + 1,
+			       &h2), -EEXIST, "overlap");
+		shared += now() - t;
+		expect(unreg_handle(-1, h), 0, "unregister");
+	}
+	printf("section %llu bytes, %u FDEs: register (copy + validate + insert) %.0f us, "
+	       "rejected duplicate %.0f us; kernel bytes %llu (%.3f per section byte), "
+	       "STATS bytes +%llu\n",
+	       U(o.sframe_len), info[0].num_fdes, first / rounds * 1e6, shared / rounds * 1e6,
+	       U(info[0].kernel_bytes), (double)info[0].kernel_bytes / o.sframe_len,
+	       U(s1.bytes - s0.bytes));
+	return 0;
+}
+
+/* register, list, remove by handle and by address */
+static int case_self(void)
+{
+	struct object o = self();
+	struct sframe_section_info info[MAX_LIST];
+	struct sframe_stats before = stats(), after;
+	uint64_t h;
+	int n;
+
+	expect(count_sections(), 0, "sections before");
+	expect(reg(&o, &h), 0, "register own .sframe");
+	check(h != 0, "handle is 0");
+	n = list_pid(-1, info);
+	expect(n, 1, "list count");
+	check(info[0].handle == h, "listed handle %llu != %llu", U(info[0].handle), U(h));
+	check(info[0].text_start == o.text && info[0].text_end == o.text_end, "listed text range");
+	check(info[0].sframe_addr == o.sframe && info[0].sframe_len == o.sframe_len, "listed sframe");
+	check(info[0].version == 2 || info[0].version == 3, "version %u", info[0].version);
+	check(info[0].num_fdes > 0, "no FDEs listed");
+	check(info[0].kernel_bytes >= o.sframe_len, "kernel_bytes %llu", U(info[0].kernel_bytes));
+	after = stats();
+	check(after.sections == before.sections + 1, "STATS sections %llu -> %llu",
+	      (unsigned long long)before.sections, (unsigned long long)after.sections);
+	check(after.registered == before.registered + 1, "STATS registered");
+	expect(unreg_handle(-1, h), 0, "unregister by handle");
+	expect(count_sections(), 0, "sections after unregister");
+	expect(unreg_handle(-1, h), -ENOENT, "unregister twice");
+	expect(reg(&o, &h), 0, "register again");
+	expect(unreg_addr(o.text + (o.text_end - o.text) / 2), 0, "unregister by address");
+	expect(count_sections(), 0, "sections after unregister by address");
+	after = stats();
+	check(after.sections == before.sections, "STATS sections not back");
+	check(after.unregistered == before.unregistered + 2, "STATS unregistered");
+	printf("v%u, %u FDEs, %llu bytes (kernel %llu), text %#llx-%#llx\n", info[0].version,
+	       info[0].num_fdes, U(o.sframe_len), U(info[0].kernel_bytes), U(o.text), U(o.text_end));
+	return 0;
+}
+
+/* A corrupted copy of our own section must be refused with EINVAL. */
+static void corrupt(const struct object *o, const char *what, size_t off, uint8_t val, int64_t len_delta)
+{
+	uint64_t len = o->sframe_len + len_delta;
+	uint8_t *buf = malloc(o->sframe_len + 64);
+	uint64_t fails = stats().failures[SFRAME_FAIL_FORMAT];
+	char msg[128];
+
+	memcpy(buf, (void *)(uintptr_t)o->sframe, o->sframe_len);
+	if (off != (size_t)-1)
+		buf[off] = val;
+	snprintf(msg, sizeof(msg), "corrupt section (%s)", what);
+	expect(reg_raw(-1, buf, len, o->sframe, o->text, o->text_end, NULL), -EINVAL, msg);
+	check(stats().failures[SFRAME_FAIL_FORMAT] == fails + 1, "FAIL_FORMAT not counted for %s", what);
+	free(buf);
+}
+
+static int case_errno(void)
+{
+	struct object o = self();
+	struct sframe_register r;
+	uint64_t h, h2;
+	int stack_var;
+	void *page;
+
+	/* Bad format. */
+	corrupt(&o, "magic", 0, 0x00, 0);
+	corrupt(&o, "version 1", 2, 1, 0);
+	corrupt(&o, "version 9", 2, 9, 0);
+	corrupt(&o, "abi", 4, 0x77, 0);
+	corrupt(&o, "num_fdes", 9, 0xff, 0);	/* u32 at 8: becomes huge */
+	corrupt(&o, "fre_len", 19, 0x7f, 0);	/* u32 at 16 */
+	corrupt(&o, "truncated to half", -1, 0, -(int64_t)o.sframe_len / 2);
+	corrupt(&o, "header only", -1, 0, -(int64_t)o.sframe_len + 27);
+	/* Bad pointers. */
+	expect(reg_raw(-1, (void *)16, o.sframe_len, o.sframe, o.text, o.text_end, NULL), -EFAULT,
+	       "unreadable section bytes");
+	page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	expect(reg_raw(-1, page, 4096, o.sframe, o.text, o.text_end, NULL), -EFAULT,
+	       "PROT_NONE section bytes");
+	check(ioctl(dev, SFRAME_IOC_REGISTER, (void *)8) == -1 && errno == EFAULT, "bad struct pointer");
+	check(ioctl(dev, SFRAME_IOC_LIST, page) == -1 && errno == EFAULT, "bad list pointer");
+	/* Bad arguments. */
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text_end, o.text, NULL),
+	       -EINVAL, "reversed text range");
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, 0, o.sframe, o.text, o.text_end, NULL), -EINVAL,
+	       "empty section");
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+		       (uintptr_t)&stack_var & ~4095UL, ((uintptr_t)&stack_var & ~4095UL) + 4096, NULL),
+	       -EINVAL, "text on the (non-executable) stack");
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+		       o.text_end + (64UL << 30), o.text_end + (65UL << 30), NULL),
+	       -EINVAL, "text not mapped");
+	{
+		/* An executable range the section's functions do not cover. */
+		void *x = mmap(NULL, 4096, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+			       (uintptr_t)x, (uintptr_t)x + 4096, NULL), -EINVAL,
+		       "functions outside the text");
+	}
+	memset(&r, 0, sizeof(r));
+	r.size = sizeof(r);
+	r.flags = 0x80;
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EINVAL, "unknown flag");
+	r.flags = 0;
+	r.reserved = 1;
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EINVAL, "reserved field");
+	r.reserved = 0;
+	r.size = SFRAME_REGISTER_SIZE_VER0 - 8;
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EINVAL, "size below VER0");
+	/* Too big: refused before the bytes are read. */
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, 1ULL << 40, o.sframe, o.text, o.text_end, NULL),
+	       -E2BIG, "section over max_section_bytes");
+	/* Overlap. */
+	expect(reg(&o, &h), 0, "register");
+	expect(reg(&o, &h2), -EEXIST, "register the same text twice");
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+		       o.text + 1, o.text + 2, NULL), -EEXIST, "register overlapping text");
+	/* Not found. */
+	expect(unreg_handle(-1, h + 1000000), -ENOENT, "unknown handle");
+	expect(unreg_addr(o.text_end + 4096), -ENOENT, "address outside every text");
+	expect(unreg_handle(-1, h), 0, "unregister");
+	/* Unknown commands. */
+	check(ioctl(dev, _IOWR(SFRAME_IOC_MAGIC, 0x7f, struct sframe_stats), &r) == -1 &&
+	      errno == ENOTTY, "unknown command number");
+	check(ioctl(dev, _IOWR('x', NR_REGISTER, struct sframe_register), &r) == -1 &&
+	      errno == ENOTTY, "other ioctl type");
+	/* A pidfd without the flag, a bad pidfd with it. */
+	memset(&r, 0, sizeof(r));
+	r.size = sizeof(r);
+	r.pidfd = 3;
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EINVAL, "pidfd without flag");
+	r.flags = SFRAME_F_PIDFD;
+	r.pidfd = 1000;
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && (errno == EBADF || errno == EOPNOTSUPP),
+	      "bad pidfd: %s", strerror(errno));
+	return 0;
+}
+
+/* The limits of a module loaded with max_sections_per_mm=4 and a small max_total_bytes. */
+static int case_limits(void)
+{
+	struct object o = self(), libc;
+	uint64_t step = 16, h;
+	int i;
+
+	for (i = 0; i < 4; i++)
+		expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+			       o.text + i * step, o.text + (i + 1) * step, &h), 0, "register within the limit");
+	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
+		       o.text + 4 * step, o.text + 5 * step, &h), -ENOSPC, "fifth section in one process");
+	check(stats().failures[SFRAME_FAIL_LIMIT] >= 1, "FAIL_LIMIT not counted");
+	libc = extra();
+	expect(reg(&libc, &h), -ENOSPC, "distinct bytes over max_total_bytes");
+	return 0;
+}
+
+/* munmap (and MAP_FIXED over) registered text drops the registration. */
+static int case_munmap(void)
+{
+	struct object o = self();
+	size_t size = ((o.text_end - o.text) + 3 * 4096) & ~4095UL;
+	uint8_t *x;
+	uint64_t delta, h;
+	int round;
+
+	for (round = 0; round < 3; round++) {
+		x = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		check(x != MAP_FAILED, "mmap");
+		/* The same bytes, described as if loaded at x. */
+		delta = (uintptr_t)x + (o.text & 4095) - o.text;
+		expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe + delta,
+			       o.text + delta, o.text_end + delta, &h), 0, "register a mapped copy");
+		expect(count_sections(), 1, "listed");
+		if (round == 0) {
+			check(!munmap(x, size), "munmap");
+		} else if (round == 1) {
+			/* One page in the middle. */
+			check(!munmap(x + 4096, 4096), "partial munmap");
+		} else {
+			check(mmap(x, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+				   -1, 0) == x, "MAP_FIXED");
+		}
+		expect(count_sections(), 0, "listed after unmap");
+		expect(unreg_handle(-1, h), -ENOENT, "unregister after unmap");
+		if (round == 2) {
+			/* Registering the new mapping works. */
+			expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe + delta,
+				       o.text + delta, o.text_end + delta, &h), 0, "register the new mapping");
+			expect(unreg_handle(-1, h), 0, "unregister");
+		}
+		munmap(x, size);
+	}
+	return 0;
+}
+
+/* After exec the new image has no registrations. */
+static int case_exec(void)
+{
+	struct object o = self();
+
+	expect(reg(&o, NULL), 0, "register");
+	expect(count_sections(), 1, "listed before exec");
+	execl(self_path, self_path, "expect-none", (char *)NULL);
+	die("exec: %s", strerror(errno));
+}
+
+static int case_expect_none(void)
+{
+	expect(count_sections(), 0, "sections in a fresh image");
+	return 0;
+}
+
+/* A forked child starts empty; the parent keeps its registration. */
+static int case_fork(void)
+{
+	struct object o = self();
+	int status;
+	pid_t pid;
+
+	expect(reg(&o, NULL), 0, "register");
+	pid = fork();
+	if (pid == 0)
+		_exit(count_sections() == 0 ? 0 : 1);
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the child lists sections");
+	expect(count_sections(), 1, "the parent lost its section");
+	return 0;
+}
+
+/* N processes register the same bytes: one copy is held. */
+static int case_share(int n)
+{
+	struct object o = self();
+	struct sframe_stats before = stats(), during, after;
+	int ready[2], go[2], i, status;
+	char c;
+
+	check(!pipe(ready) && !pipe(go), "pipe");
+	for (i = 0; i < n; i++) {
+		if (fork() == 0) {
+			close(go[1]);
+			c = reg(&o, NULL) == 0 ? 'y' : 'n';
+			if (write(ready[1], &c, 1) != 1)
+				_exit(1);
+			(void)!read(go[0], &c, 1);	/* until the parent closes */
+			_exit(0);
+		}
+	}
+	close(go[0]);
+	for (i = 0; i < n; i++) {
+		check(read(ready[0], &c, 1) == 1, "read");
+		check(c == 'y', "a child failed to register");
+	}
+	during = stats();
+	close(go[1]);
+	while (wait(&status) > 0)
+		;
+	after = stats();
+	printf("%d processes: sections +%llu, copies +%llu, bytes +%llu (section %llu)\n", n,
+	       (unsigned long long)(during.sections - before.sections),
+	       (unsigned long long)(during.copies - before.copies),
+	       (unsigned long long)(during.bytes - before.bytes), U(o.sframe_len));
+	check(during.sections == before.sections + n, "not one section per process");
+	check(during.copies == before.copies + 1, "more than one copy held");
+	check(during.bytes - before.bytes < 2 * o.sframe_len + 4096, "bytes held grow with processes");
+	check(after.sections == before.sections && after.copies == before.copies &&
+	      after.bytes == before.bytes && after.mms == before.mms, "counters not back after exit");
+	return 0;
+}
+
+/* N processes register and exit without unregistering. */
+static int case_churn(int n)
+{
+	struct object o = self();
+	struct sframe_stats before = stats(), after;
+	struct timespec t0, t1;
+	int i, status, bad = 0;
+	pid_t pid;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	for (i = 0; i < n; i++) {
+		pid = fork();
+		if (pid == 0)
+			_exit(reg(&o, NULL) == 0 ? 0 : 1);
+		check(pid > 0, "fork");
+		/* Up to 16 at a time. */
+		if (i % 16 == 15)
+			while (wait(&status) > 0)
+				bad += !WIFEXITED(status) || WEXITSTATUS(status);
+	}
+	while (wait(&status) > 0)
+		bad += !WIFEXITED(status) || WEXITSTATUS(status);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	after = stats();
+	printf("%d processes registered and exited in %.2f s; registered +%llu\n", n,
+	       (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9,
+	       (unsigned long long)(after.registered - before.registered));
+	check(!bad, "%d children failed to register", bad);
+	check(after.registered - before.registered == (uint64_t)n, "registered count");
+	check(after.sections == 0 && after.copies == 0 && after.bytes == 0 && after.mms == 0,
+	      "counters not zero: sections %llu copies %llu bytes %llu mms %llu",
+	      (unsigned long long)after.sections, (unsigned long long)after.copies,
+	      (unsigned long long)after.bytes, (unsigned long long)after.mms);
+	return 0;
+}
+
+struct thread_arg {
+	struct object o;
+	int id;
+	time_t until;
+	long ops, bad;
+};
+
+static void *thread_main(void *p)
+{
+	struct thread_arg *a = p;
+	struct sframe_section_info info[MAX_LIST];
+	/* Threads 0-3 own a slice each; 4-7 collide on slice 0. */
+	uint64_t slice = (a->o.text_end - a->o.text) / 8;
+	uint64_t start = a->o.text + (a->id < 4 ? a->id : 0) * slice, h;
+	int r;
+
+	/* Slice 0 is shared by threads 0 and 4-7: one may remove another's
+	 * registration there, so ENOENT and EEXIST are expected for them. */
+	int shared = a->id == 0 || a->id >= 4;
+
+	while (time(NULL) < a->until) {
+		r = reg_raw(-1, (void *)(uintptr_t)a->o.sframe, a->o.sframe_len, a->o.sframe, start,
+			    start + slice, &h);
+		if (r == 0) {
+			r = list_pid(-1, info);
+			if (r < (shared ? 0 : 1))
+				a->bad++;
+			r = unreg_handle(-1, h);
+			if (r && !(shared && r == -ENOENT))
+				a->bad++;
+		} else if (!(shared && r == -EEXIST)) {
+			a->bad++;
+		}
+		r = unreg_addr(start);
+		if (r != 0 && r != -ENOENT)
+			a->bad++;
+		a->ops++;
+	}
+	return NULL;
+}
+
+/* 8 threads register, list and remove concurrently for SECONDS. */
+static int case_threads(int seconds)
+{
+	struct thread_arg args[8];
+	pthread_t t[8];
+	long ops = 0, bad = 0;
+	int i;
+
+	for (i = 0; i < 8; i++) {
+		args[i] = (struct thread_arg){ self(), i, time(NULL) + seconds, 0, 0 };
+		check(!pthread_create(&t[i], NULL, thread_main, &args[i]), "pthread_create");
+	}
+	for (i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		ops += args[i].ops;
+		bad += args[i].bad;
+	}
+	printf("8 threads, %d s: %ld rounds, %ld unexpected results\n", seconds, ops, bad);
+	check(!bad, "unexpected results");
+	expect(count_sections(), 0, "sections left");
+	return 0;
+}
+
+static uint64_t rnd_state = 0x9e3779b97f4a7c15ULL;
+
+static uint64_t rnd(void)
+{
+	rnd_state ^= rnd_state << 13;
+	rnd_state ^= rnd_state >> 7;
+	rnd_state ^= rnd_state << 17;
+	return rnd_state;
+}
+
+/* Random and mutated ioctls: every answer is success or a documented errno. */
+static int case_fuzz(long n, uint64_t seed)
+{
+	static const int allowed[] = { EINVAL, EFAULT, E2BIG, ENOSPC, EEXIST, ENOENT, ENOTTY,
+				       EPERM, EACCES, EBADF, ESRCH, EOPNOTSUPP, ENOMEM };
+	struct object o = self();
+	uint8_t *buf = malloc(o.sframe_len + 256), arg[512];
+	uint64_t *w = (uint64_t *)arg;
+	long i, ok = 0, registered = 0;
+	unsigned int nr, k;
+	int e;
+
+	rnd_state ^= seed;
+	for (i = 0; i < n; i++) {
+		memcpy(buf, (void *)(uintptr_t)o.sframe, o.sframe_len);
+		memset(arg, 0, sizeof(arg));
+		switch (rnd() % 4) {
+		case 0: /* random bytes, a plausible size */
+			for (k = 0; k < sizeof(arg) / 8; k++)
+				w[k] = rnd();
+			*(uint32_t *)arg = rnd() % 2 ? rnd() % 128 : rnd();
+			break;
+		default: { /* a real registration, mutated */
+			struct sframe_register *r = (void *)arg;
+			unsigned int flips = rnd() % 6;
+
+			r->size = sizeof(*r);
+			r->sframe_data = (uintptr_t)buf;
+			r->sframe_len = o.sframe_len;
+			r->sframe_addr = o.sframe;
+			r->text_start = o.text;
+			r->text_end = o.text_end;
+			for (k = 0; k < flips; k++)
+				buf[rnd() % o.sframe_len] ^= 1 << (rnd() % 8);
+			if (rnd() % 4 == 0)
+				r->sframe_len = rnd() % (o.sframe_len + 64);
+			if (rnd() % 8 == 0)
+				arg[rnd() % 80] ^= 1 << (rnd() % 8);
+			break;
+		}
+		}
+		nr = rnd() % 3 ? NR_REGISTER : rnd() % 8;
+		if (nr == NR_CONTROL)	/* not ours to toggle */
+			nr = NR_STATS;
+		if (ioctl(dev, _IOC(_IOC_READ | _IOC_WRITE, SFRAME_IOC_MAGIC, nr, 64), arg) == 0) {
+			ok++;
+			if (nr == NR_REGISTER) {
+				registered++;
+				unreg_handle(-1, ((struct sframe_register *)arg)->handle);
+			}
+			continue;
+		}
+		e = errno;
+		for (k = 0; k < sizeof(allowed) / sizeof(allowed[0]); k++)
+			if (e == allowed[k])
+				break;
+		check(k < sizeof(allowed) / sizeof(allowed[0]), "ioctl %u: undocumented errno %d (%s)",
+		      nr, e, strerror(e));
+	}
+	printf("%ld calls: %ld succeeded (%ld registrations)\n", n, ok, registered);
+	expect(count_sections(), 0, "sections left");
+	return 0;
+}
+
+/* Another process through a pidfd: allowed with ptrace access, refused otherwise. */
+static int case_pidfd(void)
+{
+	struct object o = self();
+	struct sframe_section_info info[MAX_LIST];
+	int go[2], pidfd, status;
+	uint64_t h;
+	pid_t child, other;
+	char c;
+
+	check(!pipe(go), "pipe");
+	child = fork();
+	if (child == 0) {
+		close(go[1]);
+		(void)!read(go[0], &c, 1);
+		_exit(count_sections() == 0 ? 0 : 3);
+	}
+	close(go[0]);
+	pidfd = syscall(SYS_pidfd_open, child, 0);
+	check(pidfd >= 0, "pidfd_open: %s", strerror(errno));
+	/* Root (the caller) may ptrace its child. */
+	expect(reg_raw(pidfd, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
+		       o.text_end, &h), 0, "register into the child");
+	expect(list_pid(pidfd, info), 1, "list the child");
+	check(info[0].handle == h, "listed handle");
+	expect(count_sections(), 0, "the caller has no section");
+	/* An unprivileged user may neither modify nor read it. */
+	other = fork();
+	if (other == 0) {
+		check(!setresgid(65534, 65534, 65534) && !setresuid(65534, 65534, 65534), "setresuid");
+		expect(reg_raw(pidfd, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text + 1,
+			       o.text + 2, NULL), -EPERM, "unprivileged register into root's process");
+		expect(unreg_handle(pidfd, h), -EPERM, "unprivileged unregister in root's process");
+		expect(list_pid(pidfd, info), -EACCES, "unprivileged list of root's process");
+		_exit(0);
+	}
+	check(waitpid(other, &status, 0) == other && WIFEXITED(status) && !WEXITSTATUS(status),
+	      "unprivileged checks");
+	expect(unreg_handle(pidfd, h), 0, "unregister in the child");
+	expect(reg_raw(pidfd, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
+		       o.text_end, &h), 0, "register into the child again");
+	/* The child exits with its section registered: freed with its mm. */
+	close(go[1]);
+	check(waitpid(child, &status, 0) == child && WIFEXITED(status), "child");
+	check(WEXITSTATUS(status) == 3, "the child does not see its section (%d)", WEXITSTATUS(status));
+	expect(list_pid(pidfd, info), -ESRCH, "list an exited process");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *what = argc > 1 ? argv[1] : "self";
+	long n = argc > 2 ? atol(argv[2]) : 0;
+
+	self_path = argv[0];
+	if (!strcmp(what, "sframe-len")) {
+		printf("%llu\n", U(self().sframe_len));
+		return 0;
+	}
+	dev = open_dev();
+	if (!strcmp(what, "self"))
+		return case_self();
+	if (!strcmp(what, "errno"))
+		return case_errno();
+	if (!strcmp(what, "limits"))
+		return case_limits();
+	if (!strcmp(what, "munmap"))
+		return case_munmap();
+	if (!strcmp(what, "exec"))
+		return case_exec();
+	if (!strcmp(what, "expect-none"))
+		return case_expect_none();
+	if (!strcmp(what, "fork"))
+		return case_fork();
+	if (!strcmp(what, "share"))
+		return case_share(n ? n : 100);
+	if (!strcmp(what, "churn"))
+		return case_churn(n ? n : 1000);
+	if (!strcmp(what, "threads"))
+		return case_threads(n ? n : 10);
+	if (!strcmp(what, "fuzz"))
+		return case_fuzz(n ? n : 10000, argc > 3 ? strtoull(argv[3], NULL, 0) : 1);
+	if (!strcmp(what, "pidfd"))
+		return case_pidfd();
+	if (!strcmp(what, "bench"))
+		return case_bench(n ? n : 20);
+	if (!strcmp(what, "hold")) {
+		/* Register, close the device, live until killed. */
+		struct object o = self();
+
+		expect(reg(&o, NULL), 0, "register");
+		close(dev);
+		printf("ready\n");
+		fflush(stdout);
+		pause();
+		return 0;
+	}
+	die("unknown case %s", what);
+}
