@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The unwinder's two hooks: installed at load, switched at run time by
+//! `SFRAME_IOC_CONTROL`, removed safely at unload.
+//!
+//! Unload must not free code or data a task is still using:
+//!
+//! - ftrace's unregistration waits for callbacks and trampolines, not for
+//!   the replacements a callback sent a task to;
+//! - the sample replacement runs with interrupts off (NMI or IRQ): an RCU
+//!   grace period covers it;
+//! - the deferred replacement may sleep in a page fault: its body holds an
+//!   SRCU read lock ([`enter_deferred`]);
+//! - between the callback and that lock, and after the unlock until the
+//!   return, a task is in module text without a lock: a task preempted
+//!   there has not switched voluntarily, which `synchronize_rcu_tasks()`
+//!   waits for.
+//!
+//! Hence at unload: switch off, unregister both hooks, `synchronize_rcu_tasks`,
+//! `synchronize_rcu`, `synchronize_srcu`, `synchronize_rcu_tasks` again.
+//! The registry is freed only after that (it is declared after the hooks in
+//! the module, so dropped later).
+
+use crate::{
+    ffi,
+    ftrace::FtraceHook,
+    uapi::{
+        SFRAME_CTL_HOOK_DEFERRED,
+        SFRAME_CTL_HOOK_SAMPLE, //
+    },
+    unwind::{
+        DeferredHook,
+        SampleHook, //
+    },
+};
+use core::sync::atomic::{
+    AtomicPtr,
+    AtomicU32,
+    Ordering, //
+};
+use kernel::{
+    new_srcu,
+    prelude::*,
+    sync::{
+        srcu,
+        Srcu, //
+    },
+};
+
+/// `SFRAME_CTL_*` bits of the hooks that are on.
+static ENABLED: AtomicU32 = AtomicU32::new(0);
+/// `SFRAME_CTL_*` bits of the hooks that are installed (could be turned on).
+static AVAILABLE: AtomicU32 = AtomicU32::new(0);
+/// The installed [`Hooks`], for the deferred replacement's guard; null
+/// outside the hooks' lifetime.
+static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
+
+/// Every control bit this module knows.
+pub(crate) const CTL_ALL: u32 = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+
+/// Whether the hook with control bit `bit` is on.
+pub(crate) fn enabled(bit: u32) -> bool {
+    ENABLED.load(Ordering::Relaxed) & bit != 0
+}
+
+/// The control bits that are on.
+pub(crate) fn current() -> u32 {
+    ENABLED.load(Ordering::Relaxed)
+}
+
+/// Turns the hooks in `mask` on or off as `value` says; returns the bits on
+/// afterwards. A hook whose target this kernel lacks cannot be turned on.
+pub(crate) fn set(mask: u32, value: u32) -> Result<u32> {
+    if mask & !CTL_ALL != 0 {
+        return Err(EINVAL);
+    }
+    let on = mask & value;
+    if on & !AVAILABLE.load(Ordering::Relaxed) != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    let old = ENABLED
+        .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {
+            Some((cur & !mask) | on)
+        })
+        .unwrap_or_else(|cur| cur);
+    Ok((old & !mask) | on)
+}
+
+/// Whether the caller may change the switches (`CAP_SYS_ADMIN`).
+pub(crate) fn may_control() -> bool {
+    // SAFETY: `capable()` checks the current task's credentials; no
+    // preconditions in process context.
+    unsafe { ffi::capable(ffi::CAP_SYS_ADMIN as i32) }
+}
+
+/// The deferred replacement's guard: while it is held, unload waits.
+/// `None` when the hooks are gone (the replacement then reports an empty
+/// trace).
+pub(crate) fn enter_deferred() -> Option<srcu::Guard<'static>> {
+    let hooks = HOOKS.load(Ordering::Acquire);
+    if hooks.is_null() {
+        return None;
+    }
+    // SAFETY: `HOOKS` points at the pinned, installed `Hooks` from before
+    // the hooks are registered until after `Hooks::drop` waited for every
+    // task that a callback redirected (the `synchronize_rcu_tasks()` that
+    // precedes `synchronize_srcu()` covers a task between the callback and
+    // this lock), so it outlives this guard.
+    let hooks: &'static Hooks = unsafe { &*hooks };
+    Some(hooks.srcu.read_lock())
+}
+
+/// The two hooks and the guard of the deferred replacement.
+#[pin_data(PinnedDrop)]
+pub(crate) struct Hooks {
+    #[pin]
+    sample: FtraceHook<SampleHook>,
+    #[pin]
+    deferred: FtraceHook<DeferredHook>,
+    #[pin]
+    srcu: Srcu,
+}
+
+impl Hooks {
+    /// Installs both hooks and turns on those that installed. A target
+    /// this kernel lacks (no `CONFIG_UNWIND_USER`, say) leaves that hook
+    /// off, said once in the log; loading still succeeds.
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            sample <- FtraceHook::new(),
+            deferred <- FtraceHook::new(),
+            srcu <- new_srcu!("sframe_unwind_deferred"),
+        })
+        .pin_chain(|mut this| {
+            HOOKS.store(
+                core::ptr::from_ref::<Hooks>(&this).cast_mut(),
+                Ordering::Release,
+            );
+            let mut available = 0;
+            // SAFETY: `sample` is structurally pinned.
+            let sample = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.sample) };
+            available |= install(sample, SFRAME_CTL_HOOK_SAMPLE, "sampled (-g)");
+            // SAFETY: `deferred` is structurally pinned.
+            let deferred = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.deferred) };
+            available |= install(deferred, SFRAME_CTL_HOOK_DEFERRED, "deferred (fp,defer)");
+            AVAILABLE.store(available, Ordering::Relaxed);
+            ENABLED.store(available, Ordering::Release);
+            Ok(())
+        })
+    }
+}
+
+fn install<T: crate::ftrace::Redirect>(hook: Pin<&mut FtraceHook<T>>, bit: u32, what: &str) -> u32 {
+    match hook.install() {
+        Ok(()) => bit,
+        Err(e) => {
+            pr_warn!(
+                "cannot hook {} ({:?}): {} callchains are not unwound with SFrame\n",
+                T::TARGET,
+                e,
+                what
+            );
+            0
+        }
+    }
+}
+
+#[pinned_drop]
+impl PinnedDrop for Hooks {
+    fn drop(self: Pin<&mut Self>) {
+        ENABLED.store(0, Ordering::Release);
+        AVAILABLE.store(0, Ordering::Relaxed);
+        // SAFETY: Projections of structurally pinned fields.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: `sample` is structurally pinned and not moved.
+        unsafe { Pin::new_unchecked(&mut this.sample) }.uninstall();
+        // SAFETY: `deferred` is structurally pinned and not moved.
+        unsafe { Pin::new_unchecked(&mut this.deferred) }.uninstall();
+        // SAFETY: No preconditions; may sleep, as module exit may.
+        unsafe {
+            // Tasks between a callback and a replacement's first instruction.
+            ffi::synchronize_rcu_tasks();
+            // Sample replacements (interrupts off).
+            ffi::synchronize_rcu();
+        }
+        // Deferred replacements asleep in a fault.
+        this.srcu.synchronize();
+        // SAFETY: As above. Tasks after the guard, before the return.
+        unsafe { ffi::synchronize_rcu_tasks() };
+        HOOKS.store(core::ptr::null_mut(), Ordering::Release);
+    }
+}

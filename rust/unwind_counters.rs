@@ -1,0 +1,130 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The unwinder's counters, `SFRAME_IOC_STATS.unwind[]`: walks per path,
+//! frames by how they were found, walks by how they ended, and the time
+//! spent (`ktime_get_mono_fast_ns()`, NMI-safe).
+//!
+//! A walk tallies locally and adds to the module-wide atomics once at its
+//! end, so the NMI path does a handful of atomic adds per sample.
+
+use crate::{
+    sframe::unwind::{
+        FrameSource,
+        Stop, //
+    },
+    uapi::*,
+};
+use core::sync::atomic::{
+    AtomicU64,
+    Ordering, //
+};
+
+/// Module-wide unwinder counters, indexed by `SFRAME_UNWIND_*`.
+static COUNTERS: [AtomicU64; SFRAME_UNWIND_COUNT] =
+    [const { AtomicU64::new(0) }; SFRAME_UNWIND_COUNT];
+
+/// A snapshot of the counters, indexed by `SFRAME_UNWIND_*`.
+pub(crate) fn snapshot() -> [u64; SFRAME_UNWIND_COUNT] {
+    let mut out = [0u64; SFRAME_UNWIND_COUNT];
+    for (o, c) in out.iter_mut().zip(COUNTERS.iter()) {
+        *o = c.load(Ordering::Relaxed);
+    }
+    out
+}
+
+fn add(index: usize, n: u64) {
+    if n != 0 {
+        if let Some(c) = COUNTERS.get(index) {
+            c.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Which of perf's paths a walk serves.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Path {
+    /// `perf_callchain_user()`, in the sample's context.
+    Sample,
+    /// `unwind_user()`, deferred to task context.
+    Deferred,
+}
+
+/// The `unwind[]` slot a walk's end is counted in.
+pub(crate) fn end_counter(stop: Stop) -> usize {
+    match stop {
+        Stop::Outermost => SFRAME_UNWIND_END_OUTERMOST,
+        // The consumer stops only when perf's chain is full.
+        Stop::MaxFrames | Stop::Consumer => SFRAME_UNWIND_END_MAX_FRAMES,
+        Stop::ReadFault => SFRAME_UNWIND_END_FAULT,
+        Stop::NoCoverage => SFRAME_UNWIND_END_NO_COVERAGE,
+        Stop::CfaNotIncreasing
+        | Stop::Misaligned
+        | Stop::SpanExceeded
+        | Stop::BadReturnAddress
+        | Stop::Unsupported => SFRAME_UNWIND_END_BAD_STEP,
+    }
+}
+
+/// The `unwind[]` slot a frame found by `source` is counted in; the
+/// sample's own PC is in no source slot.
+pub(crate) fn source_counter(source: FrameSource) -> Option<usize> {
+    match source {
+        FrameSource::Sample => None,
+        FrameSource::Sframe => Some(SFRAME_UNWIND_FRAMES_SFRAME),
+        FrameSource::FramePointer => Some(SFRAME_UNWIND_FRAMES_FP),
+        FrameSource::EntryRule => Some(SFRAME_UNWIND_FRAMES_ENTRY),
+        FrameSource::SignalFrame => Some(SFRAME_UNWIND_FRAMES_SIGNAL),
+    }
+}
+
+/// One walk's counts, added to the module-wide counters by [`Tally::commit`].
+#[derive(Default)]
+pub(crate) struct Tally {
+    frames: u64,
+    by_slot: [u64; SFRAME_UNWIND_COUNT],
+}
+
+impl Tally {
+    /// Counts one emitted frame.
+    pub(crate) fn frame(&mut self, source: FrameSource) {
+        self.frames += 1;
+        if let Some(n) = source_counter(source).and_then(|i| self.by_slot.get_mut(i)) {
+            *n += 1;
+        }
+    }
+
+    /// The counts this walk adds, indexed by `SFRAME_UNWIND_*`.
+    pub(crate) fn deltas(&self, path: Path, stop: Stop, nanos: u64) -> [u64; SFRAME_UNWIND_COUNT] {
+        let (walks, frames, ns) = match path {
+            Path::Sample => (
+                SFRAME_UNWIND_WALKS_SAMPLE,
+                SFRAME_UNWIND_FRAMES_SAMPLE,
+                SFRAME_UNWIND_NS_SAMPLE,
+            ),
+            Path::Deferred => (
+                SFRAME_UNWIND_WALKS_DEFERRED,
+                SFRAME_UNWIND_FRAMES_DEFERRED,
+                SFRAME_UNWIND_NS_DEFERRED,
+            ),
+        };
+        let mut d = self.by_slot;
+        for (index, n) in [
+            (walks, 1),
+            (frames, self.frames),
+            (ns, nanos),
+            (end_counter(stop), 1),
+        ] {
+            if let Some(slot) = d.get_mut(index) {
+                *slot += n;
+            }
+        }
+        d
+    }
+
+    /// Adds this walk to the module-wide counters.
+    pub(crate) fn commit(&self, path: Path, stop: Stop, nanos: u64) {
+        for (index, n) in self.deltas(path, stop, nanos).into_iter().enumerate() {
+            add(index, n);
+        }
+    }
+}

@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reading the current task's user stack for the unwinder, in the two
+//! contexts it runs in.
+//!
+//! C headers: [`include/linux/uaccess.h`](srctree/include/linux/uaccess.h),
+//! [`arch/x86/lib/usercopy.c`](srctree/arch/x86/lib/usercopy.c).
+//!
+//! - [`NmiUserMemory`]: perf's sampling path (NMI or IRQ). Only
+//!   `copy_from_user_nmi()`: page faults disabled, and it alone checks
+//!   `nmi_uaccess_okay()` (the CPU may be switching `mm`). A page that is
+//!   not resident reads as a fault.
+//! - [`FaultingUserMemory`]: the deferred path (task context on the way back
+//!   to user space). `copy_from_user()`, which may sleep to fault a page in.
+
+use crate::{
+    ffi,
+    sframe::unwind::Memory, //
+};
+use core::marker::PhantomData;
+use kernel::{
+    types::NotThreadSafe,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+/// The current task's user memory, read without faulting (any context).
+///
+/// Not `Send`: it reads the memory of the task it was made on.
+pub(crate) struct NmiUserMemory {
+    _not_send: NotThreadSafe,
+}
+
+impl NmiUserMemory {
+    /// A reader of the current task's user memory.
+    pub(crate) fn new() -> Self {
+        Self {
+            _not_send: NotThreadSafe,
+        }
+    }
+}
+
+impl Memory for NmiUserMemory {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        let mut word = [0u8; 8];
+        self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        let len = buf.len();
+        // SAFETY: `buf` is writable for `len` bytes. `copy_from_user_nmi()`
+        // checks that `addr..addr + len` is a user range and that the
+        // current `mm` is loaded, and disables page faults: it never
+        // sleeps and is safe in NMI context. It returns the bytes not copied.
+        let left = unsafe {
+            ffi::copy_from_user_nmi(buf.as_mut_ptr().cast(), addr as usize as *const _, len)
+        };
+        left == 0
+    }
+}
+
+/// The current task's user memory, read with page faults allowed.
+///
+/// # Invariants
+///
+/// Only made where the caller may sleep (see [`FaultingUserMemory::new`]).
+pub(crate) struct FaultingUserMemory<'a> {
+    _not_send: PhantomData<&'a NotThreadSafe>,
+}
+
+impl FaultingUserMemory<'_> {
+    /// A reader of the current task's user memory that may fault pages in.
+    ///
+    /// # Safety
+    ///
+    /// The caller runs in task context where sleeping is allowed and holds
+    /// no lock a page fault may take (`mmap_lock` included) nor an RCU read
+    /// lock, for the lifetime of the value.
+    pub(crate) unsafe fn new() -> Self {
+        // INVARIANT: By the safety requirements.
+        Self {
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Memory for FaultingUserMemory<'_> {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        let mut word = [0u8; 8];
+        self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        let Ok(addr) = usize::try_from(addr) else {
+            return false;
+        };
+        // `UserSlice` checks the range and copies with `copy_from_user()`,
+        // which may fault: allowed by the type invariant.
+        UserSlice::new(UserPtr::from_addr(addr), buf.len())
+            .reader()
+            .read_slice(buf)
+            .is_ok()
+    }
+}

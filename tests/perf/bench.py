@@ -1,0 +1,104 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Figures from a scripts/bench-unwind run directory (results.txt and the
+perf.data files), printed as the tables of Documentation/benchmarks.rst.
+
+  bench.py DIR
+"""
+
+import os
+import re
+import subprocess
+import sys
+
+
+def load(directory):
+    values = {}
+    with open(os.path.join(directory, "results.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                values[parts[0]] = int(parts[1])
+    return values
+
+
+def perf_stats(path):
+    """(samples, lost samples) from perf report --stats."""
+    out = subprocess.run(["perf", "report", "-i", path, "--stats"],
+                         capture_output=True, text=True).stdout
+    samples = lost = 0
+    for line in out.splitlines():
+        m = re.match(r"\s*(SAMPLE|LOST|LOST_SAMPLES) events:\s+(\d+)", line)
+        if m and m.group(1) == "SAMPLE":
+            samples = max(samples, int(m.group(2)))
+        elif m:
+            lost += int(m.group(2))
+    # LOST events count records; the lost sample count is in their payload.
+    dump = subprocess.run(["perf", "script", "-i", path, "--show-lost-events",
+                           "-F", "period"], capture_output=True, text=True).stdout
+    lost_samples = sum(int(n) for n in re.findall(r"LOST (\d+) events", dump))
+    return samples, max(lost, lost_samples)
+
+
+def per_frame(v, before, after):
+    ns = v[f"{after}.ns_sample"] - v[f"{before}.ns_sample"]
+    frames = v[f"{after}.frames_sample"] - v[f"{before}.frames_sample"]
+    walks = v[f"{after}.walks_sample"] - v[f"{before}.walks_sample"]
+    return ns / max(frames, 1), frames / max(walks, 1), ns / max(walks, 1)
+
+
+def main():
+    d = sys.argv[1]
+    v = load(d)
+
+    print("Unwind cost per frame, in the kernel (STATS ns_sample / frames_sample), -F 10000")
+    print()
+    rows = [
+        ("SFrame, -fp build (same stacks)", "m2", "m3"),
+        ("frame pointers, -fp build (unwind_fp_only=1)", "f0", "f1"),
+        ("SFrame, no-FP build", "m0", "m1"),
+    ]
+    res = {}
+    for name, a, b in rows:
+        nsf, fpw, nsw = per_frame(v, a, b)
+        res[name] = nsf
+        print(f"  {name:<48} {nsf:8.1f} ns/frame  {fpw:5.1f} frames/walk  {nsw:9.1f} ns/walk")
+    sf, fp = res[rows[0][0]], res[rows[1][0]]
+    print(f"  SFrame / frame pointer per frame (same stacks): {sf / fp:.2f}x")
+    print()
+
+    print("Profiling overhead at -F 10000: workload throughput (leaf calls) relative to unprofiled")
+    print()
+    for name, key, idle in [
+        ("FP build, -g, no module", "fp-g-10000", "idle-fp"),
+        ("no-FP build, -g, sframe_unwind", "sframe-g-10000", "idle"),
+        ("no-FP build, --call-graph dwarf", "dwarf-10000", "idle"),
+    ]:
+        w, w0 = v.get(f"work.{key}", 0), v.get(f"work.{idle}", 0)
+        slow = (w0 / w - 1) * 100 if w else float("nan")
+        print(f"  {name:<40} work {w:>7} of {w0:>7}  slowdown {slow:6.1f}%")
+    print()
+
+    print("perf.data bytes per sample and lost samples")
+    print()
+    sizes = {}
+    for name, key in [
+        ("sframe_unwind -g, -F 1000", "sframe-g-1000"),
+        ("--call-graph dwarf, -F 1000", "dwarf-1000"),
+        ("sframe_unwind -g, -F 10000", "sframe-g-10000"),
+        ("--call-graph dwarf, -F 10000", "dwarf-10000"),
+    ]:
+        path = os.path.join(d, key + ".data")
+        size = os.path.getsize(path)
+        samples, lost = perf_stats(path)
+        per = size / max(samples, 1)
+        sizes[key] = per
+        print(f"  {name:<32} {size:>10} bytes {samples:>7} samples {per:9.0f} B/sample  lost {lost}")
+    for rate in ("1000", "10000"):
+        ratio = sizes[f"dwarf-{rate}"] / max(sizes[f"sframe-g-{rate}"], 1)
+        print(f"  -F {rate}: DWARF / SFrame bytes per sample: {ratio:.1f}x")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

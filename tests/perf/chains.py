@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Check perf callchains of tests/progs/sframe-workload.
+
+Reads `perf script` output (it runs perf itself, in the guest root via
+scripts/rootfs-exec), classifies each sample by its leaf function and
+checks the user callchain against the call paths the workload is built
+with.  No fixed text is compared: samples are parsed into frames.
+
+  chains.py check DIR       TAP results for the recordings in DIR
+                            (module-g, module-defer, base-g, base-defer, dwarf)
+  chains.py demo BASE MOD   the two callchains of one leaf side by side
+  chains.py share FILE      "complete total" for one recording
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+
+PROG = "sframe-workload"
+LIB = "libsframe-workload"
+
+CHAIN = ["chain_leaf_spin", "chain_hotel", "chain_golf", "chain_foxtrot",
+         "chain_echo", "chain_delta", "chain_charlie", "chain_bravo",
+         "chain_alpha", "phase_chain", "main"]
+# Every call path of the workload, leaf first, down to its root (main, or
+# the thread start routine).  "*" is one frame outside the program: the
+# signal trampoline (__restore_rt, in libc) between a handler and the code
+# the signal interrupted.
+PATHS = {
+    "chain": CHAIN,
+    "bigframe": ["bigframe_leaf_spin", "frame_40k", "frame_256b",
+                 "phase_bigframe", "main"],
+    "vla": ["vla_leaf_spin", "vla_frame", "phase_vla", "main"],
+    "recurse": ["recurse_leaf_spin"] + ["recurse_deep"] * 64 +
+               ["phase_recurse", "main"],
+    "plt": ["workload_lib_leaf_spin", "workload_lib_middle",
+            "workload_lib_entry", "phase_plt", "main"],
+    "signal": ["signal_leaf_spin", "signal_handler", "*",
+               "signal_interrupted_spin", "phase_signal", "main"],
+    "threads": ["thread_leaf_spin", "thread_work", "thread_start"],
+}
+ROOTS = {"main", "thread_start"}
+LEAVES = {path[0]: phase for phase, path in PATHS.items()}
+LEAVES["signal_interrupted_spin"] = "signal"
+OWN = {f for path in PATHS.values() for f in path if f != "*"}
+
+FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
+
+
+def own(frame):
+    """Whether a (sym, dso) frame is the workload's own code."""
+    sym, dso = frame
+    base = os.path.basename(dso)
+    return (base.startswith(PROG) or base.startswith(LIB)) and sym in OWN
+
+
+def samples(path):
+    """Yield each workload sample's user frames, leaf first, as (sym, dso)."""
+    out = subprocess.run(
+        ["perf", "script", "-i", path, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
+        check=True, capture_output=True, text=True).stdout
+    frames = None
+    for line in out.splitlines():
+        m = FRAME.match(line)
+        if m:
+            # Kernel frames (of a sample taken in the kernel) come first.
+            if frames is not None and int(m.group(1), 16) < 1 << 63:
+                sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
+                frames.append((sym, m.group(3)))
+            continue
+        if frames:
+            yield frames
+        fields = line.split()
+        frames = [] if fields and fields[0].startswith(PROG) else None
+    if frames:
+        yield frames
+
+
+def expected_suffixes():
+    """Every complete chain that is a correct one: suffixes of PATHS."""
+    ok = set()
+    for path in PATHS.values():
+        for i in range(len(path)):
+            ok.add(tuple(path[i:]))
+    return ok
+
+
+SUFFIXES = expected_suffixes()
+
+
+def classify(frames):
+    """(phase or None, complete?, own path up to the root or None)."""
+    if not frames or frames[0][0] not in OWN or not own(frames[0]):
+        return None, False, None
+    leaf = frames[0][0]
+    phase = LEAVES.get(leaf)
+    if phase is None:
+        for name, path in PATHS.items():
+            if leaf in path:
+                phase = name
+                break
+    chain = []
+    for frame in frames:
+        chain.append(frame[0] if own(frame) else "*")
+        if own(frame) and frame[0] in ROOTS:
+            break
+    else:
+        return phase, False, None
+    ownpath = tuple(f for f in chain if f != "*")
+    return phase, tuple(chain) in SUFFIXES, ownpath
+
+
+def tally(path):
+    """Per phase: [samples, complete] and the set of complete own paths per leaf."""
+    counts = collections.defaultdict(lambda: [0, 0])
+    paths = collections.defaultdict(set)
+    examples = {}
+    for frames in samples(path):
+        phase, complete, ownpath = classify(frames)
+        if phase is None:
+            continue
+        counts[phase][0] += 1
+        if complete:
+            counts[phase][1] += 1
+            paths[frames[0][0]].add(ownpath)
+        examples.setdefault((phase, frames[0][0], complete), frames)
+    return counts, paths, examples
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+        self.failed = 0
+
+    def result(self, ok, name, detail=""):
+        self.n += 1
+        self.failed += not ok
+        print(f"{'ok' if ok else 'not ok'} {self.n} - perf: {name}")
+        if detail and not ok:
+            for line in detail.splitlines():
+                print(f"# {line}")
+
+
+def share(counts):
+    total = sum(c[0] for c in counts.values())
+    complete = sum(c[1] for c in counts.values())
+    return complete, total
+
+
+def show(frames, limit=14):
+    return "\n".join(f"  {sym} ({os.path.basename(dso)})" for sym, dso in frames[:limit])
+
+
+def check(directory):
+    tap = Tap()
+    results = {}
+    for name in ("module-g", "module-defer", "base-g", "base-defer", "dwarf"):
+        path = os.path.join(directory, name + ".data")
+        if not os.path.exists(path):
+            tap.result(False, f"{name}: recording exists", path)
+            continue
+        results[name] = tally(path)
+
+    for name in ("module-g", "module-defer"):
+        if name not in results:
+            continue
+        counts, _, examples = results[name]
+        complete, total = share(counts)
+        print(f"# {name}: {complete}/{total} workload samples complete")
+        for phase in PATHS:
+            n, c = counts.get(phase, [0, 0])
+            bad = [ex for (p, _, ok), ex in examples.items() if p == phase and not ok]
+            detail = f"{c}/{n} complete" + (
+                "\nfirst incomplete chain:\n" + show(bad[0]) if bad else "")
+            tap.result(n >= 5 and c >= 0.99 * n,
+                       f"{name}: {phase}: >= 99% of {n} samples have the complete chain",
+                       detail)
+        tap.result(total > 0 and complete >= 0.99 * total,
+                   f"{name}: >= 99% of all workload samples complete ({complete}/{total})")
+
+    for name in ("base-g", "base-defer"):
+        if name not in results:
+            continue
+        counts, _, _ = results[name]
+        complete, total = share(counts)
+        print(f"# {name}: {complete}/{total} workload samples complete (baseline)")
+        tap.result(total > 0 and complete < 0.5 * total,
+                   f"{name}: without the module chains are broken ({complete}/{total} complete)")
+        broken = [p for p in PATHS if p not in ("vla",)
+                  and counts.get(p, [0, 0])[1] < 0.5 * max(counts.get(p, [0, 0])[0], 1)]
+        tap.result(len(broken) >= len(PATHS) - 2,
+                   f"{name}: broken in most phases ({', '.join(broken)})")
+
+    if "dwarf" in results:
+        _, dwarf_paths, _ = results["dwarf"]
+        for name in ("module-g", "module-defer"):
+            if name not in results:
+                continue
+            _, ours, _ = results[name]
+            compared = 0
+            diffs = []
+            for phase, path in PATHS.items():
+                leaf = path[0]
+                if not dwarf_paths.get(leaf):
+                    print(f"# {name}: {leaf}: DWARF's stack copy does not reach the root")
+                    continue
+                compared += 1
+                if dwarf_paths[leaf] != ours.get(leaf, set()):
+                    diffs.append(f"{leaf}: dwarf {sorted(dwarf_paths[leaf])} "
+                                 f"ours {sorted(ours.get(leaf, set()))}")
+            tap.result(compared >= 3 and not diffs,
+                       f"{name}: call paths agree with --call-graph dwarf ({compared} leaves compared)",
+                       "\n".join(diffs))
+    return 1 if tap.failed else 0
+
+
+def demo(base, mod):
+    """The chain of the chain phase's leaf, without and with the module."""
+    rows = []
+    for path in (base, mod):
+        counts, _, examples = tally(path)
+        complete, total = share(counts)
+        frames = (examples.get(("chain", "chain_leaf_spin", False))
+                  or examples.get(("chain", "chain_leaf_spin", True)) or [])
+        if path == mod:
+            frames = examples.get(("chain", "chain_leaf_spin", True)) or frames
+        rows.append((complete, total, [f"{sym}" if own((sym, dso)) else
+                                       f"{sym} ({os.path.basename(dso)})"
+                                       for sym, dso in frames[:16]]))
+    width = 40
+    print(f"{'without sframe_unwind.ko':<{width}} with sframe_unwind.ko")
+    print(f"{'-' * (width - 2):<{width}} {'-' * (width - 2)}")
+    for i in range(max(len(rows[0][2]), len(rows[1][2]))):
+        left = rows[0][2][i] if i < len(rows[0][2]) else ""
+        right = rows[1][2][i] if i < len(rows[1][2]) else ""
+        print(f"{left[:width - 2]:<{width}} {right}")
+    print()
+    for label, (complete, total, _) in zip(("without", "with"), rows):
+        pct = 100.0 * complete / total if total else 0.0
+        print(f"complete chains {label} the module: {complete}/{total} ({pct:.1f}%)")
+    return 0
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "check":
+        return check(sys.argv[2])
+    if len(sys.argv) >= 4 and sys.argv[1] == "demo":
+        return demo(sys.argv[2], sys.argv[3])
+    if len(sys.argv) >= 3 and sys.argv[1] == "share":
+        counts, _, _ = tally(sys.argv[2])
+        complete, total = share(counts)
+        print(complete, total)
+        return 0
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,328 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The end-to-end workload for perf callchains: built with
+ * -O2 -fomit-frame-pointer -Wa,--gsframe, so frame-pointer unwinding breaks
+ * and SFrame unwinding does not.  Each phase spins in a leaf function with
+ * a distinct name under a known call path (tests/perf/chains.py holds the
+ * expected paths):
+ *
+ *   chain      eight chain_* functions
+ *   bigframe   frames of 256 B and 40 KiB
+ *   vla        a variable-length array (CFA from the frame pointer)
+ *   recurse    64 levels of recursion
+ *   plt        into libsframe-workload.so through the PLT
+ *   signal     a SIGPROF handler, interrupting user code
+ *   threads    four threads from their start routine
+ *
+ *   sframe-workload [SECONDS [PHASE...]]   (default: 2 s, every phase)
+ *
+ * At start it registers the SFrame section of every loaded object that has
+ * one (PT_GNU_SFRAME) with /dev/sframe, as a loader would; without the
+ * module it says so and runs anyway (the baseline).
+ */
+#define _GNU_SOURCE
+#include <elf.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "sframe-unwind.h"
+#include "sframe-workload.h"
+
+#ifndef PT_GNU_SFRAME
+#define PT_GNU_SFRAME 0x6474e554
+#endif
+
+#define NOIPA __attribute__((noipa))
+
+static int dev = -1;
+static int registered;
+
+static int register_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	const ElfW(Phdr) *sframe = NULL, *text = NULL;
+	struct sframe_register r;
+
+	(void)size;
+	(void)data;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+
+		if (ph->p_type == PT_GNU_SFRAME)
+			sframe = ph;
+		else if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X))
+			text = ph;
+	}
+	if (!sframe || !text)
+		return 0;
+	memset(&r, 0, sizeof(r));
+	r.size = sizeof(r);
+	r.sframe_data = info->dlpi_addr + sframe->p_vaddr;
+	r.sframe_len = sframe->p_memsz;
+	r.sframe_addr = r.sframe_data;
+	r.text_start = info->dlpi_addr + text->p_vaddr;
+	r.text_end = r.text_start + text->p_memsz;
+	if (ioctl(dev, SFRAME_IOC_REGISTER, &r))
+		fprintf(stderr, "sframe-workload: register %s: %s\n",
+			info->dlpi_name[0] ? info->dlpi_name : "(main)", strerror(errno));
+	else
+		registered++;
+	return 0;
+}
+
+static void register_sframes(void)
+{
+	dev = open("/dev/sframe", O_RDWR | O_CLOEXEC);
+	if (dev < 0) {
+		fprintf(stderr, "sframe-workload: no /dev/sframe: running unregistered\n");
+		return;
+	}
+	dl_iterate_phdr(register_object, NULL);
+	/* Registrations belong to the mm: the file may go (and the module with it). */
+	close(dev);
+	fprintf(stderr, "sframe-workload: %d objects registered\n", registered);
+}
+
+/* Phase timing: a phase runs until its deadline. */
+static double phase_seconds = 0.3;
+static struct timespec deadline;
+
+static void start_phase(void)
+{
+	clock_gettime(CLOCK_MONOTONIC, &deadline);
+	deadline.tv_sec += (time_t)phase_seconds;
+	deadline.tv_nsec += (long)((phase_seconds - (time_t)phase_seconds) * 1e9);
+	if (deadline.tv_nsec >= 1000000000L) {
+		deadline.tv_sec++;
+		deadline.tv_nsec -= 1000000000L;
+	}
+}
+
+static int phase_over(void)
+{
+	struct timespec now;
+
+	clock_gettime(CLOCK_MONOTONIC, &now);
+	return now.tv_sec > deadline.tv_sec ||
+	       (now.tv_sec == deadline.tv_sec && now.tv_nsec >= deadline.tv_nsec);
+}
+
+volatile unsigned long sink;
+/* Leaf calls completed: the throughput scripts/bench compares. */
+static unsigned long work;
+
+/* The work every leaf does: no calls, so the sample's PC stays in the leaf. */
+#define SPIN(n) do { for (unsigned long i_ = 0; i_ < (n); i_++) sink += i_ ^ (sink >> 3); } while (0)
+#define SPIN_ITERS 200000UL
+
+/* chain: eight functions deep. */
+NOIPA unsigned long chain_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+NOIPA unsigned long chain_hotel(unsigned long n) { return chain_leaf_spin(n) + 1; }
+NOIPA unsigned long chain_golf(unsigned long n) { return chain_hotel(n) + 1; }
+NOIPA unsigned long chain_foxtrot(unsigned long n) { return chain_golf(n) + 1; }
+NOIPA unsigned long chain_echo(unsigned long n) { return chain_foxtrot(n) + 1; }
+NOIPA unsigned long chain_delta(unsigned long n) { return chain_echo(n) + 1; }
+NOIPA unsigned long chain_charlie(unsigned long n) { return chain_delta(n) + 1; }
+NOIPA unsigned long chain_bravo(unsigned long n) { return chain_charlie(n) + 1; }
+NOIPA unsigned long chain_alpha(unsigned long n) { return chain_bravo(n) + 1; }
+
+NOIPA void phase_chain(void)
+{
+	start_phase();
+	while (!phase_over()) {
+		chain_alpha(SPIN_ITERS);
+		work++;
+	}
+}
+
+/* bigframe: a 256-byte frame above a 40 KiB one. */
+NOIPA unsigned long bigframe_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+
+NOIPA unsigned long frame_40k(unsigned long n)
+{
+	volatile char buf[40 * 1024];
+
+	buf[0] = (char)n;
+	buf[sizeof(buf) - 1] = (char)n;
+	return bigframe_leaf_spin(n) + buf[0] + buf[sizeof(buf) - 1];
+}
+
+NOIPA unsigned long frame_256b(unsigned long n)
+{
+	volatile char buf[256];
+
+	buf[0] = (char)n;
+	buf[sizeof(buf) - 1] = (char)n;
+	return frame_40k(n) + buf[0] + buf[sizeof(buf) - 1];
+}
+
+NOIPA void phase_bigframe(void)
+{
+	start_phase();
+	while (!phase_over()) {
+		frame_256b(SPIN_ITERS);
+		work++;
+	}
+}
+
+/* vla: the compiler keeps a frame pointer and the CFA is based on it. */
+NOIPA unsigned long vla_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+
+NOIPA unsigned long vla_frame(unsigned long n, unsigned long len)
+{
+	volatile char buf[len];
+
+	buf[0] = (char)n;
+	buf[len - 1] = (char)n;
+	return vla_leaf_spin(n) + buf[0] + buf[len - 1];
+}
+
+NOIPA void phase_vla(void)
+{
+	start_phase();
+	while (!phase_over()) {
+		vla_frame(SPIN_ITERS, 100 + (sink & 0xff));
+		work++;
+	}
+}
+
+/* recurse: 64 levels. */
+NOIPA unsigned long recurse_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+
+NOIPA unsigned long recurse_deep(unsigned long n, int depth)
+{
+	/* Read after the call: GCC would otherwise turn the recursion into a loop. */
+	volatile int level = depth;
+
+	if (depth <= 1)
+		return recurse_leaf_spin(n) + level;
+	return recurse_deep(n, depth - 1) + level;
+}
+
+NOIPA void phase_recurse(void)
+{
+	start_phase();
+	while (!phase_over()) {
+		recurse_deep(SPIN_ITERS, RECURSE_DEPTH);
+		work++;
+	}
+}
+
+/* plt: the leaf is in the shared library. */
+NOIPA void phase_plt(void)
+{
+	start_phase();
+	while (!phase_over()) {
+		workload_lib_entry(SPIN_ITERS);
+		work++;
+	}
+}
+
+/* signal: SIGPROF every 2 ms of CPU time interrupts signal_interrupted_spin. */
+static volatile unsigned long signals;
+
+NOIPA unsigned long signal_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+
+NOIPA void signal_handler(int sig)
+{
+	(void)sig;
+	signal_leaf_spin(SPIN_ITERS / 4);
+	signals++;
+}
+
+NOIPA void signal_interrupted_spin(unsigned long until)
+{
+	while (signals < until)
+		sink += sink >> 5;
+}
+
+NOIPA void phase_signal(void)
+{
+	struct sigaction sa;
+	struct itimerval it = { { 0, 2000 }, { 0, 2000 } };
+	struct itimerval off = { { 0, 0 }, { 0, 0 } };
+	unsigned long start = signals;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = signal_handler;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGPROF, &sa, NULL);
+	setitimer(ITIMER_PROF, &it, NULL);
+	start_phase();
+	while (!phase_over())
+		signal_interrupted_spin(signals + 20);
+	setitimer(ITIMER_PROF, &off, NULL);
+	if (signals == start)
+		fprintf(stderr, "sframe-workload: no signal was delivered\n");
+}
+
+/* threads: four of them, each from its start routine. */
+NOIPA unsigned long thread_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+NOIPA unsigned long thread_work(unsigned long n) { return thread_leaf_spin(n) + 1; }
+
+NOIPA void *thread_start(void *arg)
+{
+	(void)arg;
+	while (!phase_over()) {
+		thread_work(SPIN_ITERS);
+		__atomic_fetch_add(&work, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+NOIPA void phase_threads(void)
+{
+	pthread_t t[4];
+
+	start_phase();
+	for (int i = 0; i < 4; i++)
+		if (pthread_create(&t[i], NULL, thread_start, NULL)) {
+			perror("pthread_create");
+			exit(1);
+		}
+	for (int i = 0; i < 4; i++)
+		pthread_join(t[i], NULL);
+}
+
+static const struct {
+	const char *name;
+	void (*run)(void);
+} phases[] = {
+	{ "chain", phase_chain },
+	{ "bigframe", phase_bigframe },
+	{ "vla", phase_vla },
+	{ "recurse", phase_recurse },
+	{ "plt", phase_plt },
+	{ "signal", phase_signal },
+	{ "threads", phase_threads },
+};
+#define NPHASES (sizeof(phases) / sizeof(phases[0]))
+
+int main(int argc, char **argv)
+{
+	double seconds = argc > 1 ? atof(argv[1]) : 2.0;
+	int chosen = argc > 2 ? argc - 2 : (int)NPHASES;
+
+	register_sframes();
+	phase_seconds = seconds / chosen;
+	for (size_t i = 0; i < NPHASES; i++) {
+		int run = argc <= 2;
+
+		for (int j = 2; j < argc; j++)
+			run |= !strcmp(argv[j], phases[i].name);
+		if (run)
+			phases[i].run();
+	}
+	printf("sframe-workload: done: work %lu signals %lu\n", work, signals);
+	return 0;
+}
