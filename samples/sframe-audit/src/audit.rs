@@ -1,0 +1,434 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The rtld-audit interface (`man 7 rtld-audit`): glibc's dynamic loader
+//! calls [`la_objopen`] for every object it maps, in every namespace, and
+//! [`la_objclose`] before it unmaps one.  We register the object's
+//! `PT_GNU_SFRAME` section for its executable text and remove it again.
+//!
+//! Rules this file keeps, because it runs inside someone else's program:
+//!
+//! - It never changes what the program does: every failure means "do
+//!   nothing", a missing or refusing `/dev/sframe` switches registration off
+//!   for the life of the process, no panic crosses the FFI boundary, and
+//!   nothing is printed unless `SFRAME_AUDIT_DEBUG=1`.
+//! - It opens `/dev/sframe` per use (`O_CLOEXEC`) and closes it at once: a
+//!   program that closes descriptors it does not know (`closefrom()`,
+//!   `dup2()` over them) can never make us issue an ioctl on its own file,
+//!   no descriptor leaks into the program's view or across `fork()`, and a
+//!   long-running audited process does not hold the module busy (`rmmod`).
+//! - It exports no `la_symbind*`/`la_pltenter`: they would send every PLT
+//!   call through the auditing slow path.
+//! - It reads headers with `process_vm_readv()` ([`OwnMemory`]) wherever the
+//!   address is a deduction rather than a loader fact, so a wrong guess is an
+//!   error, not a crash.
+
+use crate::device::Device;
+use crate::device::Registration;
+use crate::device::Unregister;
+use crate::image::ImageError;
+use crate::image::Layout;
+use crate::image::OwnMemory;
+use crate::image::ProgramHeaders;
+use crate::image::MAX_TEXT;
+use core::ffi::c_char;
+use core::ffi::c_long;
+use core::ffi::c_uint;
+use core::ffi::c_void;
+use core::ffi::CStr;
+use std::fmt::Write as _;
+use std::io;
+use std::panic::catch_unwind;
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicU8;
+use std::sync::atomic::Ordering;
+
+/// The highest audit interface version we implement (`LAV_CURRENT` in
+/// glibc 2.35 and later; older loaders offer 1, which we accept too).
+const LAV_CURRENT: c_uint = 2;
+/// `LM_ID_BASE`: the initial namespace.
+const LM_ID_BASE: c_long = 0;
+
+/// The public head of glibc's `struct link_map` (`<link.h>`), the part
+/// shared with debuggers and stable across versions.
+#[repr(C)]
+pub struct LinkMap {
+    /// Load bias: run-time minus link-time addresses.
+    pub l_addr: usize,
+    /// The object's path ("" for the main program).
+    pub l_name: *const c_char,
+    /// The object's dynamic section, in memory.
+    pub l_ld: *const c_void,
+    /// The next object in the namespace.
+    pub l_next: *const LinkMap,
+    /// The previous object in the namespace (null for its first).
+    pub l_prev: *const LinkMap,
+}
+
+/// Is registration possible?  Decided at the first object with a section.
+static DEVICE_STATE: AtomicU8 = AtomicU8::new(DEVICE_UNKNOWN);
+const DEVICE_UNKNOWN: u8 = 0;
+const DEVICE_READY: u8 = 1;
+const DEVICE_OFF: u8 = 2;
+
+static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// Writes one line to standard error when `SFRAME_AUDIT_DEBUG=1`.
+macro_rules! debug {
+    ($($arg:tt)*) => {
+        if DEBUG.load(Ordering::Relaxed) {
+            log(format_args!($($arg)*));
+        }
+    };
+}
+
+fn log(args: core::fmt::Arguments<'_>) {
+    let mut line = String::from("sframe-audit: ");
+    let _ = line.write_fmt(args);
+    line.push('\n');
+    // SAFETY: `line` is a valid buffer of `line.len()` bytes.  A short or
+    // failed write to stderr is of no consequence to a debug log.
+    let _ = unsafe { libc::write(2, line.as_ptr().cast(), line.len()) };
+}
+
+/// What [`la_objopen`] registered for one object; its address is the
+/// object's audit cookie, so [`la_objclose`] finds it without a lookup.
+struct Registered {
+    /// The process that registered: a `fork()` child inherits the loader's
+    /// state but not (for now) the registrations.
+    pid: libc::pid_t,
+    /// Handle and text start of each executable segment registered.
+    handles: [(u64, u64); MAX_TEXT],
+    len: usize,
+}
+
+/// Opens `/dev/sframe`, or `None` if registration is off.  The first call
+/// decides: a device that is missing, refuses us, or speaks another ABI
+/// turns registration off for the life of the process.
+fn device() -> Option<Device> {
+    if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
+        return None;
+    }
+    let opened = Device::open().and_then(|dev| {
+        if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_UNKNOWN {
+            let v = dev.check_version()?;
+            debug!(
+                "/dev/sframe: ABI {}, module {}.{}.{}",
+                v.abi_version,
+                v.module_version >> 16,
+                (v.module_version >> 8) & 0xff,
+                v.module_version & 0xff
+            );
+        }
+        Ok(dev)
+    });
+    match opened {
+        Ok(dev) => {
+            DEVICE_STATE.store(DEVICE_READY, Ordering::Relaxed);
+            Some(dev)
+        }
+        Err(err) if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_READY && is_transient(&err) => {
+            debug!("/dev/sframe: {err}: skipping this object");
+            None
+        }
+        Err(err) => {
+            debug!("/dev/sframe unusable ({err}): not registering anything");
+            DEVICE_STATE.store(DEVICE_OFF, Ordering::Relaxed);
+            None
+        }
+    }
+}
+
+/// Whether a failure to open a device that worked before is the program's
+/// passing state (out of descriptors, a signal), not the module's answer.
+fn is_transient(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::EMFILE | libc::ENFILE | libc::EINTR | libc::ENOMEM)
+    )
+}
+
+/// Whether an errno from `REGISTER` means the module cannot register at all
+/// (as opposed to "not this object").
+fn disables_registration(err: &io::Error) -> bool {
+    matches!(
+        err.raw_os_error(),
+        Some(libc::ENOTTY | libc::ENOSYS | libc::EPERM | libc::EACCES)
+    )
+}
+
+/// The object's name for messages.
+///
+/// # Safety
+///
+/// `map` is a link map the loader gave us.
+unsafe fn name(map: &LinkMap) -> &str {
+    if map.l_name.is_null() {
+        return "?";
+    }
+    // SAFETY: The loader keeps `l_name` a NUL-terminated string for the
+    // object's lifetime.
+    let name = unsafe { CStr::from_ptr(map.l_name) };
+    match name.to_str() {
+        Ok("") => "(main program)",
+        Ok(name) => name,
+        Err(_) => "(non-UTF-8 name)",
+    }
+}
+
+/// Whether `layout` describes the object the loader recorded in `map`.
+fn describes(layout: &Layout, map: &LinkMap) -> bool {
+    let ld = map.l_ld as u64;
+    layout.bias == map.l_addr as u64 && (ld == 0 || layout.dynamic == Some(ld))
+}
+
+/// Finds the object's layout from its link map.
+fn locate(map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
+    if lmid == LM_ID_BASE && map.l_prev.is_null() {
+        // The main program: the kernel told us where its program headers
+        // are (and it may be a non-PIE executable, whose ELF header is not
+        // at its zero bias).
+        // SAFETY: getauxval() has no preconditions.
+        let (phdr, phnum) = unsafe {
+            (
+                libc::getauxval(libc::AT_PHDR),
+                libc::getauxval(libc::AT_PHNUM),
+            )
+        };
+        let phnum = usize::try_from(phnum).unwrap_or(usize::MAX);
+        if phdr != 0 {
+            let layout = Layout::new(
+                &ProgramHeaders::read(&OwnMemory, phdr, phnum)?,
+                map.l_addr as u64,
+            )?;
+            if describes(&layout, map) {
+                return Ok(layout);
+            }
+            // `ld.so ./prog` maps the program itself; fall through.
+        }
+    }
+    // Shared objects (ld.so, the vDSO, PIE programs run through ld.so) are
+    // linked at zero, so their ELF header is at the load bias.
+    let layout = Layout::read_at_header(&OwnMemory, map.l_addr as u64)?;
+    if !describes(&layout, map) {
+        return Err(ImageError::Mismatch);
+    }
+    Ok(layout)
+}
+
+/// Registers the object; returns the cookie for [`la_objclose`] (0: none).
+fn objopen(map: &LinkMap, lmid: c_long) -> usize {
+    if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
+        return 0;
+    }
+    // SAFETY: `map` came from the loader.
+    let name = unsafe { name(map) };
+    let layout = match locate(map, lmid) {
+        Ok(layout) => layout,
+        Err(err) => {
+            debug!("{name}: skipped: {err}");
+            return 0;
+        }
+    };
+    let Some(sframe) = layout.sframe.clone() else {
+        debug!("{name}: no PT_GNU_SFRAME");
+        return 0;
+    };
+    let Some(dev) = device() else {
+        return 0;
+    };
+    let mut registered = Registered {
+        // SAFETY: getpid() has no preconditions.
+        pid: unsafe { libc::getpid() },
+        handles: [(0, 0); MAX_TEXT],
+        len: 0,
+    };
+    for text in layout.text() {
+        let reg = Registration {
+            // The loader mapped PT_GNU_SFRAME with the object: the same
+            // bytes at the same address.
+            data: sframe.clone(),
+            sframe_addr: sframe.start,
+            text: text.clone(),
+        };
+        match dev.register(&reg, None) {
+            Ok(handle) => {
+                debug!(
+                    "{name}: namespace {lmid}: registered text {:#x}-{:#x}, sframe {:#x}+{:#x}: handle {handle}",
+                    text.start,
+                    text.end,
+                    sframe.start,
+                    sframe.end - sframe.start
+                );
+                if let Some(slot) = registered.handles.get_mut(registered.len) {
+                    *slot = (handle, text.start);
+                    registered.len += 1;
+                }
+            }
+            Err(err) => {
+                debug!(
+                    "{name}: register text {:#x}-{:#x}: {err}",
+                    text.start, text.end
+                );
+                if disables_registration(&err) {
+                    DEVICE_STATE.store(DEVICE_OFF, Ordering::Relaxed);
+                    break;
+                }
+            }
+        }
+    }
+    if registered.len == 0 {
+        return 0;
+    }
+    Box::into_raw(Box::new(registered)) as usize
+}
+
+/// Removes what [`objopen`] registered under `cookie`.
+fn objclose(cookie: usize) {
+    if cookie == 0 {
+        return;
+    }
+    // SAFETY: A non-zero cookie is a `Box<Registered>` that `objopen` leaked
+    // and that the loader hands back exactly once, in `la_objclose`.
+    let registered = unsafe { Box::from_raw(cookie as *mut Registered) };
+    if DEVICE_STATE.load(Ordering::Relaxed) != DEVICE_READY {
+        return;
+    }
+    let Some(dev) = device() else {
+        return;
+    };
+    // SAFETY: getpid() has no preconditions.
+    let same_process = unsafe { libc::getpid() } == registered.pid;
+    for &(handle, text_start) in registered.handles.iter().take(registered.len) {
+        // In a fork() child the handle means nothing; the address still
+        // names the same object (today the child has no registrations, so
+        // this finds none).
+        let which = if same_process {
+            Unregister::Handle(handle)
+        } else {
+            Unregister::Address(text_start)
+        };
+        match dev.unregister(which, None) {
+            Ok(()) => debug!("unregistered {which:?}"),
+            Err(err) => debug!("unregister {which:?}: {err}"),
+        }
+    }
+}
+
+/// First call from the loader: agree on the interface version.
+#[no_mangle]
+pub extern "C" fn la_version(version: c_uint) -> c_uint {
+    let _ = catch_unwind(|| {
+        // Our panics (there should be none) must not print into the
+        // program's stderr.  This is our own copy of std: the hook does not
+        // touch the audited program's.
+        std::panic::set_hook(Box::new(|info| debug!("internal error: {info}")));
+        let on = std::env::var_os("SFRAME_AUDIT_DEBUG").is_some_and(|v| v == "1");
+        DEBUG.store(on, Ordering::Relaxed);
+    });
+    if version == 0 {
+        return 0;
+    }
+    version.min(LAV_CURRENT)
+}
+
+/// An object was mapped: register its SFrame section.
+///
+/// Returns no `LA_FLG_BIND*` flags: we audit no symbol bindings.
+///
+/// # Safety
+///
+/// Called by the dynamic loader with its link map and our cookie slot.
+#[no_mangle]
+pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: c_long, cookie: *mut usize) -> c_uint {
+    if map.is_null() || cookie.is_null() {
+        return 0;
+    }
+    // SAFETY: The loader passes its link map for the object, valid for the
+    // call.
+    let map = unsafe { &*map };
+    let value = catch_unwind(AssertUnwindSafe(|| objopen(map, lmid))).unwrap_or(0);
+    // SAFETY: `cookie` is our slot for this object, writable.
+    unsafe { *cookie = value };
+    0
+}
+
+/// An object is about to be unmapped (`dlclose()`, or exit): remove it.
+///
+/// # Safety
+///
+/// Called by the dynamic loader with the cookie [`la_objopen`] set.
+#[no_mangle]
+pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
+    if cookie.is_null() {
+        return 0;
+    }
+    // SAFETY: `cookie` is our slot for this object.  Zero it so that the
+    // registration is freed once even if the loader were to call us again.
+    let value = unsafe { core::mem::replace(&mut *cookie, 0) };
+    let _ = catch_unwind(|| objclose(value));
+    0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_negotiation() {
+        assert_eq!(la_version(0), 0);
+        assert_eq!(la_version(1), 1);
+        assert_eq!(la_version(2), 2);
+        assert_eq!(la_version(7), LAV_CURRENT);
+    }
+
+    #[test]
+    fn finds_the_main_program_through_its_link_map() {
+        // A link map as the loader builds it for this test binary.
+        // SAFETY: getauxval() has no preconditions.
+        let phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
+        let phnum = unsafe { libc::getauxval(libc::AT_PHNUM) } as usize;
+        let phdrs = ProgramHeaders::read(&OwnMemory, phdr, phnum).unwrap();
+        let pt_phdr = phdrs
+            .iter()
+            .find(|p| p.p_type == crate::image::PT_PHDR)
+            .unwrap();
+        let bias = phdr - pt_phdr.p_vaddr;
+        let dynamic = Layout::new(&phdrs, bias).unwrap().dynamic.unwrap_or(0);
+        let map = LinkMap {
+            l_addr: bias as usize,
+            l_name: c"".as_ptr(),
+            l_ld: dynamic as *const c_void,
+            l_next: core::ptr::null(),
+            l_prev: core::ptr::null(),
+        };
+        let layout = locate(&map, LM_ID_BASE).unwrap();
+        let here = finds_the_main_program_through_its_link_map as *const () as u64;
+        assert!(layout.text().iter().any(|r| r.contains(&here)));
+        // The same object seen as a dlmopen()ed one: found from its header.
+        assert_eq!(
+            locate(&map, 1).map(|l| l.bias).ok(),
+            if bias == 0 { None } else { Some(bias) }
+        );
+    }
+
+    #[test]
+    fn a_wrong_link_map_is_refused_not_followed() {
+        let map = LinkMap {
+            l_addr: 0x10,
+            l_name: core::ptr::null(),
+            l_ld: core::ptr::null(),
+            l_next: core::ptr::null(),
+            l_prev: 8 as *const LinkMap,
+        };
+        assert!(matches!(locate(&map, 0), Err(ImageError::Read(_))));
+        // The loader's own cookie slot is set to "nothing registered".
+        let mut cookie = 0x1234usize;
+        let mut map = map;
+        // SAFETY: Valid link map and cookie slot.
+        unsafe { la_objopen(&mut map, 0, &mut cookie) };
+        assert_eq!(cookie, 0);
+        // SAFETY: As above.
+        unsafe { la_objclose(&mut cookie) };
+    }
+}

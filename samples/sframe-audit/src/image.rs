@@ -1,0 +1,609 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! An ELF object's layout read from its image in memory: where its SFrame
+//! section and its text are, at run time.
+//!
+//! Both users read a loaded object, not a file: the audit library reads its
+//! own process (the file may be gone, or seen through another mount
+//! namespace), `sframectl register --pid` reads another process through
+//! `/proc/PID/mem`.  The [`Memory`] trait hides which.  Only what
+//! registration needs is parsed: the ELF header, the program headers, and
+//! from them the executable `PT_LOAD` segments, `PT_GNU_SFRAME` and
+//! `PT_DYNAMIC`.  Nothing here allocates or panics: the audit library calls
+//! it from inside the dynamic loader.
+
+use core::fmt;
+use core::ops::Range;
+use std::io;
+
+/// `PT_GNU_SFRAME` (`PT_LOOS + 0x474e554`): the SFrame section, for loaders.
+pub const PT_GNU_SFRAME: u32 = 0x6474_e554;
+/// `PT_LOAD`.
+pub const PT_LOAD: u32 = 1;
+/// `PT_DYNAMIC`.
+pub const PT_DYNAMIC: u32 = 2;
+/// `PT_PHDR`: the program headers themselves.
+pub const PT_PHDR: u32 = 6;
+/// `PF_X`: the segment is executable.
+pub const PF_X: u32 = 1;
+
+/// Size of an ELF64 file header.
+pub const EHDR_SIZE: usize = 64;
+/// Size of an ELF64 program header.
+pub const PHDR_SIZE: usize = 56;
+/// Program headers we are prepared to read (real objects have about 12).
+pub const MAX_PHDRS: usize = 64;
+/// Executable segments we record (real objects have one).
+pub const MAX_TEXT: usize = 4;
+
+const ELFCLASS64: u8 = 2;
+#[cfg(target_endian = "little")]
+const ELFDATA_NATIVE: u8 = 1;
+#[cfg(target_endian = "big")]
+const ELFDATA_NATIVE: u8 = 2;
+/// `e_phnum` value meaning "the real count is elsewhere" (not supported).
+const PN_XNUM: u16 = 0xffff;
+
+/// Reads bytes of an address space.
+pub trait Memory {
+    /// Fills `buf` from `addr`, completely or not at all.
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()>;
+}
+
+/// A copy of memory starting at `base`: tests, and headers already read.
+pub struct Snapshot<'a> {
+    /// The address of `bytes[0]`.
+    pub base: u64,
+    /// The memory contents.
+    pub bytes: &'a [u8],
+}
+
+impl Memory for Snapshot<'_> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        let fault = || io::Error::from_raw_os_error(libc::EFAULT);
+        let start = addr
+            .checked_sub(self.base)
+            .and_then(|off| usize::try_from(off).ok())
+            .ok_or_else(fault)?;
+        let end = start.checked_add(buf.len()).ok_or_else(fault)?;
+        let src = self.bytes.get(start..end).ok_or_else(fault)?;
+        buf.copy_from_slice(src);
+        Ok(())
+    }
+}
+
+/// Another process's memory through `/proc/PID/mem` (or any file whose
+/// offsets are addresses).
+impl Memory for std::fs::File {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        std::os::unix::fs::FileExt::read_exact_at(self, buf, addr)
+    }
+}
+
+/// The calling process's own memory, read with `process_vm_readv()` so that
+/// an address that turns out not to be mapped is an `EFAULT`, not a crash
+/// of the program we are auditing.
+pub struct OwnMemory;
+
+impl Memory for OwnMemory {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        let remote_base =
+            usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
+        let local = libc::iovec {
+            iov_base: buf.as_mut_ptr().cast(),
+            iov_len: buf.len(),
+        };
+        let remote = libc::iovec {
+            iov_base: remote_base as *mut libc::c_void,
+            iov_len: buf.len(),
+        };
+        // SAFETY: `local` describes `buf`, which we borrow mutably for the
+        // call; the kernel checks `remote` and fails with `EFAULT` instead of
+        // faulting on an unmapped address.
+        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if usize::try_from(n).ok() != Some(buf.len()) {
+            return Err(io::Error::from_raw_os_error(libc::EFAULT));
+        }
+        Ok(())
+    }
+}
+
+/// Why an object's layout could not be read.
+#[derive(Debug)]
+pub enum ImageError {
+    /// The memory could not be read.
+    Read(io::Error),
+    /// No ELF magic at the address.
+    NotElf,
+    /// An ELF object of another class or byte order than ours.
+    Foreign,
+    /// `e_phentsize` is not the ELF64 program header size.
+    BadPhentsize(u16),
+    /// More program headers than [`MAX_PHDRS`] (or extended numbering).
+    TooManyPhdrs(u16),
+    /// The program headers are not in the part of the file that is mapped.
+    PhdrsNotMapped,
+    /// No `PT_LOAD` maps file offset zero.
+    NoFirstLoad,
+    /// Header fields that overflow the address space.
+    Overflow,
+    /// The headers found do not describe the object expected.
+    Mismatch,
+}
+
+impl fmt::Display for ImageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Read(err) => write!(f, "cannot read its memory: {err}"),
+            Self::NotElf => f.write_str("not an ELF object"),
+            Self::Foreign => f.write_str("not a 64-bit object of this machine's byte order"),
+            Self::BadPhentsize(n) => write!(f, "program header size {n}, expected {PHDR_SIZE}"),
+            Self::TooManyPhdrs(n) => {
+                write!(f, "{n} program headers (at most {MAX_PHDRS} supported)")
+            }
+            Self::PhdrsNotMapped => f.write_str("program headers outside the first loaded segment"),
+            Self::NoFirstLoad => f.write_str("no loaded segment maps the ELF header"),
+            Self::Overflow => f.write_str("program header values overflow"),
+            Self::Mismatch => f.write_str("program headers do not match the loader's record"),
+        }
+    }
+}
+
+impl std::error::Error for ImageError {}
+
+impl From<io::Error> for ImageError {
+    fn from(err: io::Error) -> Self {
+        Self::Read(err)
+    }
+}
+
+/// The fields of an ELF64 file header we use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ElfHeader {
+    /// `e_type`: `ET_EXEC`, `ET_DYN`...
+    pub e_type: u16,
+    /// File offset of the program headers.
+    pub phoff: u64,
+    /// Number of program headers.
+    pub phnum: u16,
+}
+
+/// One program header (the fields we use).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ProgramHeader {
+    /// `p_type`.
+    pub p_type: u32,
+    /// `p_flags`: `PF_X`, `PF_W`, `PF_R`.
+    pub p_flags: u32,
+    /// File offset of the segment.
+    pub p_offset: u64,
+    /// Link-time address.
+    pub p_vaddr: u64,
+    /// Bytes in the file.
+    pub p_filesz: u64,
+    /// Bytes in memory.
+    pub p_memsz: u64,
+}
+
+/// The program headers of one object, without allocation.
+#[derive(Clone, Debug)]
+pub struct ProgramHeaders {
+    entries: [ProgramHeader; MAX_PHDRS],
+    len: usize,
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(
+        bytes.get(at..at.checked_add(2)?)?.try_into().ok()?,
+    ))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(
+        bytes.get(at..at.checked_add(4)?)?.try_into().ok()?,
+    ))
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> Option<u64> {
+    Some(u64::from_ne_bytes(
+        bytes.get(at..at.checked_add(8)?)?.try_into().ok()?,
+    ))
+}
+
+impl ElfHeader {
+    /// Parses an ELF64 header of this machine's byte order.
+    pub fn parse(bytes: &[u8; EHDR_SIZE]) -> Result<Self, ImageError> {
+        if bytes.get(..4) != Some(b"\x7fELF".as_slice()) {
+            return Err(ImageError::NotElf);
+        }
+        if bytes.get(4) != Some(&ELFCLASS64) || bytes.get(5) != Some(&ELFDATA_NATIVE) {
+            return Err(ImageError::Foreign);
+        }
+        let field = |v: Option<u64>| v.ok_or(ImageError::NotElf);
+        let e_type = field(u16_at(bytes, 16).map(u64::from))? as u16;
+        let phoff = field(u64_at(bytes, 32))?;
+        let phentsize = field(u16_at(bytes, 54).map(u64::from))? as u16;
+        let phnum = field(u16_at(bytes, 56).map(u64::from))? as u16;
+        if phnum != 0 && usize::from(phentsize) != PHDR_SIZE {
+            return Err(ImageError::BadPhentsize(phentsize));
+        }
+        if phnum == PN_XNUM || usize::from(phnum) > MAX_PHDRS {
+            return Err(ImageError::TooManyPhdrs(phnum));
+        }
+        Ok(Self {
+            e_type,
+            phoff,
+            phnum,
+        })
+    }
+
+    /// Reads and parses the header at `addr`.
+    pub fn read(mem: &impl Memory, addr: u64) -> Result<Self, ImageError> {
+        let mut bytes = [0u8; EHDR_SIZE];
+        mem.read(addr, &mut bytes)?;
+        Self::parse(&bytes)
+    }
+}
+
+impl ProgramHeaders {
+    /// Parses `count` ELF64 program headers from `bytes`.
+    pub fn parse(bytes: &[u8], count: usize) -> Result<Self, ImageError> {
+        if count > MAX_PHDRS {
+            return Err(ImageError::TooManyPhdrs(
+                u16::try_from(count).unwrap_or(u16::MAX),
+            ));
+        }
+        let mut entries = [ProgramHeader::default(); MAX_PHDRS];
+        for (i, entry) in entries.iter_mut().take(count).enumerate() {
+            let at = i * PHDR_SIZE;
+            let word = |off: usize| u64_at(bytes, at + off).ok_or(ImageError::PhdrsNotMapped);
+            let half = |off: usize| u32_at(bytes, at + off).ok_or(ImageError::PhdrsNotMapped);
+            *entry = ProgramHeader {
+                p_type: half(0)?,
+                p_flags: half(4)?,
+                p_offset: word(8)?,
+                p_vaddr: word(16)?,
+                p_filesz: word(32)?,
+                p_memsz: word(40)?,
+            };
+        }
+        Ok(Self {
+            entries,
+            len: count,
+        })
+    }
+
+    /// Reads and parses `count` program headers at `addr`.
+    pub fn read(mem: &impl Memory, addr: u64, count: usize) -> Result<Self, ImageError> {
+        if count > MAX_PHDRS {
+            return Err(ImageError::TooManyPhdrs(
+                u16::try_from(count).unwrap_or(u16::MAX),
+            ));
+        }
+        let mut bytes = [0u8; MAX_PHDRS * PHDR_SIZE];
+        let want = bytes
+            .get_mut(..count * PHDR_SIZE)
+            .ok_or(ImageError::Overflow)?;
+        mem.read(addr, want)?;
+        Self::parse(want, count)
+    }
+
+    /// The program headers.
+    pub fn iter(&self) -> impl Iterator<Item = &ProgramHeader> {
+        self.entries.iter().take(self.len)
+    }
+
+    fn find(&self, p_type: u32) -> Option<&ProgramHeader> {
+        self.iter().find(|ph| ph.p_type == p_type)
+    }
+
+    /// The `PT_LOAD` that maps file offset zero (the one holding the ELF
+    /// header), if any.
+    pub fn first_load(&self) -> Option<&ProgramHeader> {
+        self.iter()
+            .find(|ph| ph.p_type == PT_LOAD && ph.p_offset == 0)
+    }
+}
+
+/// Where one loaded object's SFrame section and text are, at run time.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Load bias: run-time address minus link-time address.
+    pub bias: u64,
+    /// The `PT_GNU_SFRAME` bytes, if the object has them.
+    pub sframe: Option<Range<u64>>,
+    /// The run-time address of `PT_DYNAMIC`, if any.
+    pub dynamic: Option<u64>,
+    text: [Range<u64>; MAX_TEXT],
+    text_len: usize,
+}
+
+impl Layout {
+    /// The layout the program headers describe when loaded with `bias`.
+    pub fn new(phdrs: &ProgramHeaders, bias: u64) -> Result<Self, ImageError> {
+        let at = |ph: &ProgramHeader, len: u64| -> Result<Range<u64>, ImageError> {
+            let start = ph.p_vaddr.checked_add(bias).ok_or(ImageError::Overflow)?;
+            let end = start.checked_add(len).ok_or(ImageError::Overflow)?;
+            Ok(start..end)
+        };
+        let mut layout = Self {
+            bias,
+            sframe: None,
+            dynamic: None,
+            text: Default::default(),
+            text_len: 0,
+        };
+        if let Some(ph) = phdrs.find(PT_GNU_SFRAME) {
+            layout.sframe = Some(at(ph, ph.p_memsz)?).filter(|r| !r.is_empty());
+        }
+        if let Some(ph) = phdrs.find(PT_DYNAMIC) {
+            layout.dynamic = Some(at(ph, 0)?.start);
+        }
+        for ph in phdrs.iter() {
+            if ph.p_type != PT_LOAD || ph.p_flags & PF_X == 0 || ph.p_memsz == 0 {
+                continue;
+            }
+            let range = at(ph, ph.p_memsz)?;
+            if let Some(slot) = layout.text.get_mut(layout.text_len) {
+                *slot = range;
+                layout.text_len += 1;
+            }
+        }
+        Ok(layout)
+    }
+
+    /// Reads the layout of the object whose file offset zero (its ELF
+    /// header) is mapped at `header_addr`: a shared object's `l_addr` (they
+    /// are linked at zero), or the start of an object's first mapping in
+    /// `/proc/PID/maps`.
+    pub fn read_at_header(mem: &impl Memory, header_addr: u64) -> Result<Self, ImageError> {
+        let ehdr = ElfHeader::read(mem, header_addr)?;
+        let phdrs_len = u64::from(ehdr.phnum) * PHDR_SIZE as u64;
+        let phdrs_end = ehdr
+            .phoff
+            .checked_add(phdrs_len)
+            .ok_or(ImageError::Overflow)?;
+        let phdrs_addr = header_addr
+            .checked_add(ehdr.phoff)
+            .ok_or(ImageError::Overflow)?;
+        let phdrs = ProgramHeaders::read(mem, phdrs_addr, usize::from(ehdr.phnum))?;
+        // The headers were read as if the first segment maps the file from
+        // offset zero contiguously: true only if it covers them.
+        let first = phdrs.first_load().ok_or(ImageError::NoFirstLoad)?;
+        if phdrs_end > first.p_filesz {
+            return Err(ImageError::PhdrsNotMapped);
+        }
+        let bias = header_addr
+            .checked_sub(first.p_vaddr)
+            .ok_or(ImageError::Overflow)?;
+        Self::new(&phdrs, bias)
+    }
+
+    /// The executable segments, at run time.
+    pub fn text(&self) -> &[Range<u64>] {
+        self.text.get(..self.text_len).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+// One text segment is the usual case.
+#[allow(clippy::single_range_in_vec_init)]
+mod tests {
+    use super::*;
+
+    /// Builds an ELF64 image as a linker lays out a shared object: header,
+    /// program headers, then segments, with offset zero mapped at vaddr
+    /// `first_vaddr`.
+    fn image(first_vaddr: u64, phdrs: &[ProgramHeader]) -> Vec<u8> {
+        let mut bytes = vec![0u8; 0x3000];
+        bytes[..4].copy_from_slice(b"\x7fELF");
+        bytes[4] = ELFCLASS64;
+        bytes[5] = ELFDATA_NATIVE;
+        bytes[6] = 1;
+        bytes[16..18].copy_from_slice(&3u16.to_ne_bytes());
+        bytes[32..40].copy_from_slice(&64u64.to_ne_bytes());
+        bytes[54..56].copy_from_slice(&(PHDR_SIZE as u16).to_ne_bytes());
+        bytes[56..58].copy_from_slice(&(phdrs.len() as u16).to_ne_bytes());
+        for (i, ph) in phdrs.iter().enumerate() {
+            let at = 64 + i * PHDR_SIZE;
+            let mut ph = *ph;
+            if ph.p_type == PT_LOAD && ph.p_offset == 0 {
+                ph.p_vaddr = first_vaddr;
+            }
+            bytes[at..at + 4].copy_from_slice(&ph.p_type.to_ne_bytes());
+            bytes[at + 4..at + 8].copy_from_slice(&ph.p_flags.to_ne_bytes());
+            bytes[at + 8..at + 16].copy_from_slice(&ph.p_offset.to_ne_bytes());
+            bytes[at + 16..at + 24].copy_from_slice(&ph.p_vaddr.to_ne_bytes());
+            bytes[at + 24..at + 32].copy_from_slice(&ph.p_vaddr.to_ne_bytes());
+            bytes[at + 32..at + 40].copy_from_slice(&ph.p_filesz.to_ne_bytes());
+            bytes[at + 40..at + 48].copy_from_slice(&ph.p_memsz.to_ne_bytes());
+        }
+        bytes
+    }
+
+    fn ph(p_type: u32, p_flags: u32, p_offset: u64, p_vaddr: u64, size: u64) -> ProgramHeader {
+        ProgramHeader {
+            p_type,
+            p_flags,
+            p_offset,
+            p_vaddr,
+            p_filesz: size,
+            p_memsz: size,
+        }
+    }
+
+    fn shared_object() -> Vec<ProgramHeader> {
+        vec![
+            ph(PT_LOAD, 4, 0, 0, 0x1000),
+            ph(PT_LOAD, 5, 0x1000, 0x1000, 0x800),
+            ph(PT_LOAD, 4, 0x2000, 0x2000, 0x400),
+            ph(PT_DYNAMIC, 6, 0x2100, 0x2100, 0x100),
+            ph(PT_GNU_SFRAME, 4, 0x2200, 0x2200, 0x80),
+        ]
+    }
+
+    #[test]
+    fn shared_object_at_its_base() {
+        let bytes = image(0, &shared_object());
+        let mem = Snapshot {
+            base: 0x7f00_0000_0000,
+            bytes: &bytes,
+        };
+        let layout = Layout::read_at_header(&mem, 0x7f00_0000_0000).unwrap();
+        assert_eq!(layout.bias, 0x7f00_0000_0000);
+        assert_eq!(
+            layout.text(),
+            [0x7f00_0000_1000..0x7f00_0000_1800].as_slice()
+        );
+        assert_eq!(layout.sframe, Some(0x7f00_0000_2200..0x7f00_0000_2280));
+        assert_eq!(layout.dynamic, Some(0x7f00_0000_2100));
+    }
+
+    #[test]
+    fn executable_linked_at_nonzero_address() {
+        let mut phdrs = shared_object();
+        for ph in &mut phdrs {
+            ph.p_vaddr += 0x40_0000;
+        }
+        let bytes = image(0x40_0000, &phdrs);
+        let mem = Snapshot {
+            base: 0x40_0000,
+            bytes: &bytes,
+        };
+        let layout = Layout::read_at_header(&mem, 0x40_0000).unwrap();
+        assert_eq!(layout.bias, 0);
+        assert_eq!(layout.text(), &[(0x40_1000..0x40_1800)]);
+        assert_eq!(layout.sframe, Some(0x40_2200..0x40_2280));
+    }
+
+    #[test]
+    fn object_without_sframe() {
+        let phdrs: Vec<_> = shared_object()
+            .into_iter()
+            .filter(|p| p.p_type != PT_GNU_SFRAME)
+            .collect();
+        let bytes = image(0, &phdrs);
+        let mem = Snapshot {
+            base: 0x1000_0000,
+            bytes: &bytes,
+        };
+        let layout = Layout::read_at_header(&mem, 0x1000_0000).unwrap();
+        assert_eq!(layout.sframe, None);
+        assert_eq!(layout.text().len(), 1);
+    }
+
+    #[test]
+    fn program_headers_given_directly() {
+        // The main program: AT_PHDR points at the headers already mapped.
+        let bytes = image(0, &shared_object());
+        let phdrs = ProgramHeaders::parse(&bytes[64..], 5).unwrap();
+        let layout = Layout::new(&phdrs, 0x5555_0000_0000).unwrap();
+        assert_eq!(
+            layout.text(),
+            [0x5555_0000_1000..0x5555_0000_1800].as_slice()
+        );
+        assert_eq!(layout.sframe, Some(0x5555_0000_2200..0x5555_0000_2280));
+    }
+
+    #[test]
+    fn rejects_what_is_not_an_elf64_object() {
+        let mut bytes = image(0, &shared_object());
+        let read =
+            |bytes: &[u8]| Layout::read_at_header(&Snapshot { base: 0, bytes }, 0).map(|_| ());
+        bytes[4] = 1;
+        assert!(matches!(read(&bytes), Err(ImageError::Foreign)));
+        bytes[0] = 0;
+        assert!(matches!(read(&bytes), Err(ImageError::NotElf)));
+    }
+
+    #[test]
+    fn rejects_odd_program_header_tables() {
+        let mut bytes = image(0, &shared_object());
+        bytes[54..56].copy_from_slice(&32u16.to_ne_bytes());
+        let read =
+            |bytes: &[u8]| Layout::read_at_header(&Snapshot { base: 0, bytes }, 0).map(|_| ());
+        assert!(matches!(read(&bytes), Err(ImageError::BadPhentsize(32))));
+        bytes[54..56].copy_from_slice(&(PHDR_SIZE as u16).to_ne_bytes());
+        bytes[56..58].copy_from_slice(&PN_XNUM.to_ne_bytes());
+        assert!(matches!(
+            read(&bytes),
+            Err(ImageError::TooManyPhdrs(PN_XNUM))
+        ));
+        // Program headers beyond the end of the first segment's file bytes.
+        bytes[56..58].copy_from_slice(&5u16.to_ne_bytes());
+        bytes[32..40].copy_from_slice(&0x1000u64.to_ne_bytes());
+        assert!(read(&bytes).is_err());
+        // An offset that wraps the address space.
+        bytes[32..40].copy_from_slice(&u64::MAX.to_ne_bytes());
+        assert!(matches!(read(&bytes), Err(ImageError::Overflow)));
+    }
+
+    #[test]
+    fn no_first_load_segment() {
+        let phdrs: Vec<_> = shared_object()
+            .into_iter()
+            .filter(|p| p.p_offset != 0)
+            .collect();
+        let bytes = image(0, &phdrs);
+        let mem = Snapshot {
+            base: 0,
+            bytes: &bytes,
+        };
+        assert!(matches!(
+            Layout::read_at_header(&mem, 0),
+            Err(ImageError::NoFirstLoad)
+        ));
+    }
+
+    #[test]
+    fn truncated_memory_is_a_read_error() {
+        let bytes = image(0, &shared_object());
+        let mem = Snapshot {
+            base: 0x1000,
+            bytes: &bytes[..100],
+        };
+        assert!(matches!(
+            Layout::read_at_header(&mem, 0x1000),
+            Err(ImageError::Read(_))
+        ));
+        assert!(matches!(
+            Layout::read_at_header(&mem, 0),
+            Err(ImageError::Read(_))
+        ));
+    }
+
+    #[test]
+    fn own_memory_reads_mapped_and_refuses_unmapped() {
+        let data = *b"some bytes in our own memory";
+        let mut buf = [0u8; 28];
+        OwnMemory.read(data.as_ptr() as u64, &mut buf).unwrap();
+        assert_eq!(buf, data);
+        // Page zero is never mapped: an error, not a crash.
+        assert!(OwnMemory.read(0, &mut buf).is_err());
+        assert!(OwnMemory.read(u64::MAX - 4, &mut buf).is_err());
+    }
+
+    #[test]
+    fn own_memory_finds_this_test_binary() {
+        // The test binary's program headers, found through the auxiliary
+        // vector, describe text that contains this function.
+        // SAFETY: getauxval has no preconditions.
+        let (at_phdr, at_phnum) = unsafe {
+            (
+                libc::getauxval(libc::AT_PHDR),
+                libc::getauxval(libc::AT_PHNUM),
+            )
+        };
+        let phdrs = ProgramHeaders::read(&OwnMemory, at_phdr, at_phnum as usize).unwrap();
+        let pt_phdr = phdrs.iter().find(|p| p.p_type == PT_PHDR).unwrap();
+        let layout = Layout::new(&phdrs, at_phdr - pt_phdr.p_vaddr).unwrap();
+        let here = own_memory_finds_this_test_binary as *const () as u64;
+        assert!(layout.text().iter().any(|r| r.contains(&here)));
+        let first = phdrs.first_load().unwrap();
+        let again = Layout::read_at_header(&OwnMemory, layout.bias + first.p_vaddr).unwrap();
+        assert_eq!(again, layout);
+    }
+}

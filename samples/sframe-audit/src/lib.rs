@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `sframe-audit.so`: an `LD_AUDIT` library that registers the SFrame
+//! section of every object glibc's loader maps (the main program, ld.so,
+//! start-up libraries, `dlopen()`, `dlmopen()` namespaces) with
+//! `/dev/sframe`, and removes it on `dlclose()`.
+//!
+//! ```text
+//! LD_AUDIT=/path/to/sframe-audit.so perf record -g ./prog
+//! ```
+//!
+//! As a Rust library it also serves `sframectl`: [`image`] reads an object's
+//! layout from memory, [`device`] wraps the ioctls.
+
+pub mod audit;
+pub mod device;
+pub mod image;

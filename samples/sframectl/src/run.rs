@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `sframectl run -- CMD...`: run a program with the audit library, so
+//! that every object it loads is registered (and removed on `dlclose`).
+
+use anyhow::anyhow;
+use anyhow::bail;
+use anyhow::Result;
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// Environment variable naming the audit library.
+pub(crate) const AUDIT_LIB_ENV: &str = "SFRAME_AUDIT_LIB";
+
+/// Names the audit library goes by: installed, and as cargo builds it.
+const LIB_NAMES: [&str; 2] = ["sframe-audit.so", "libsframe_audit.so"];
+
+/// Where to look, in order: the flag, the environment, next to `sframectl`
+/// (a cargo build directory, or `bin/` beside `lib/`).
+fn candidates(flag: Option<PathBuf>, env: Option<OsString>, exe: Option<PathBuf>) -> Vec<PathBuf> {
+    if let Some(path) = flag.or_else(|| env.map(PathBuf::from)) {
+        return vec![path];
+    }
+    let Some(dir) = exe.as_deref().and_then(Path::parent) else {
+        return Vec::new();
+    };
+    let mut dirs = vec![dir.to_path_buf()];
+    if let Some(prefix) = dir.parent() {
+        dirs.push(prefix.join("lib/sframe-unwind"));
+        dirs.push(prefix.join("lib"));
+    }
+    dirs.iter()
+        .flat_map(|d| LIB_NAMES.iter().map(move |n| d.join(n)))
+        .collect()
+}
+
+/// The audit library to use, as an absolute path (`LD_AUDIT` is read by
+/// the loader in the program's working directory).
+pub(crate) fn find_audit_lib(
+    flag: Option<PathBuf>,
+    env: Option<OsString>,
+    exe: Option<PathBuf>,
+) -> Result<PathBuf> {
+    let explicit = flag.is_some() || env.is_some();
+    let tried = candidates(flag, env, exe);
+    if let Some(found) = tried.iter().find(|p| p.is_file()) {
+        return found
+            .canonicalize()
+            .map_err(|err| anyhow!("{}: {err}", found.display()));
+    }
+    let list = tried
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if explicit {
+        bail!("audit library {list} does not exist");
+    }
+    bail!(
+        "cannot find the audit library (looked for {list}): build it with \
+         `cargo build --release -p sframe-audit`, or pass --audit-lib PATH or set {AUDIT_LIB_ENV}"
+    )
+}
+
+/// `LD_AUDIT` with `lib` added to what the caller already audits with.
+fn ld_audit(lib: &Path, existing: Option<OsString>) -> OsString {
+    match existing.filter(|e| !e.is_empty()) {
+        Some(mut list) => {
+            list.push(":");
+            list.push(lib);
+            list
+        }
+        None => lib.as_os_str().to_owned(),
+    }
+}
+
+pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString]) -> Result<()> {
+    let Some((program, args)) = command.split_first() else {
+        bail!("no command given: sframectl run -- CMD [ARGS...]");
+    };
+    let lib = find_audit_lib(
+        audit_lib,
+        std::env::var_os(AUDIT_LIB_ENV),
+        std::env::current_exe().ok(),
+    )?;
+    if !Path::new("/dev/sframe").exists() {
+        eprintln!(
+            "sframectl: warning: the sframe_unwind module is not loaded: {} runs without SFrame registration",
+            program.to_string_lossy()
+        );
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(args)
+        .env("LD_AUDIT", ld_audit(&lib, std::env::var_os("LD_AUDIT")));
+    if debug {
+        cmd.env("SFRAME_AUDIT_DEBUG", "1");
+    }
+    let err = cmd.exec();
+    bail!("cannot run {}: {err}", program.to_string_lossy())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flag_beats_environment_beats_neighbours() {
+        let exe = Some(PathBuf::from("/opt/sf/bin/sframectl"));
+        assert_eq!(
+            candidates(Some("/a.so".into()), Some("/b.so".into()), exe.clone()),
+            [PathBuf::from("/a.so")]
+        );
+        assert_eq!(
+            candidates(None, Some("/b.so".into()), exe.clone()),
+            [PathBuf::from("/b.so")]
+        );
+        let found = candidates(None, None, exe);
+        assert_eq!(found[0], PathBuf::from("/opt/sf/bin/sframe-audit.so"));
+        assert_eq!(found[1], PathBuf::from("/opt/sf/bin/libsframe_audit.so"));
+        assert!(found.contains(&PathBuf::from("/opt/sf/lib/sframe-audit.so")));
+    }
+
+    #[test]
+    fn finds_a_library_next_to_the_binary() {
+        let dir = std::env::temp_dir().join(format!("sframectl-run-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("bin")).unwrap();
+        std::fs::create_dir_all(dir.join("lib")).unwrap();
+        std::fs::write(dir.join("lib/sframe-audit.so"), b"").unwrap();
+        let exe = Some(dir.join("bin/sframectl"));
+        assert_eq!(
+            find_audit_lib(None, None, exe.clone()).unwrap(),
+            dir.join("lib/sframe-audit.so")
+        );
+        let err = find_audit_lib(Some(dir.join("nope.so")), None, exe).unwrap_err();
+        assert!(err.to_string().contains("does not exist"), "{err}");
+        let err = find_audit_lib(None, None, Some(dir.join("elsewhere/x/sframectl"))).unwrap_err();
+        assert!(err.to_string().contains("--audit-lib"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn ld_audit_keeps_existing_auditors() {
+        let lib = Path::new("/l/sframe-audit.so");
+        assert_eq!(ld_audit(lib, None), "/l/sframe-audit.so");
+        assert_eq!(ld_audit(lib, Some("".into())), "/l/sframe-audit.so");
+        assert_eq!(
+            ld_audit(lib, Some("/x.so".into())),
+            "/x.so:/l/sframe-audit.so"
+        );
+    }
+}

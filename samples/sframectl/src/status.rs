@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `sframectl status`: is the module loaded, which ABI it speaks, and its
+//! counters, one `name: value` per line (easy to read and to grep).
+
+use crate::kernel;
+use anyhow::bail;
+use anyhow::Result;
+use sframe_uapi::SframeStats;
+use sframe_uapi::SFRAME_FEAT_V2;
+use sframe_uapi::SFRAME_FEAT_V3;
+use std::io::Write;
+
+/// Names of `failures[]`, by index (`SFRAME_FAIL_*`).
+const FAILURES: [&str; 10] = [
+    "format",
+    "argument",
+    "fault",
+    "overlap",
+    "not text",
+    "too big",
+    "limit",
+    "permission",
+    "not found",
+    "no memory",
+];
+
+/// Names of `unwind[]`, by index (`SFRAME_UNWIND_*`).
+const UNWIND: [&str; 15] = [
+    "walks (sample)",
+    "walks (deferred)",
+    "frames by sframe",
+    "frames by frame pointer",
+    "frames by entry rule",
+    "signal frames",
+    "ends at outermost frame",
+    "ends at frame limit",
+    "ends at bad step",
+    "ends at fault",
+    "ends without coverage",
+    "ns in sample walks",
+    "ns in deferred walks",
+    "frames (sample)",
+    "frames (deferred)",
+];
+
+pub(crate) fn run() -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    if kernel::module_loaded() == Some(false) {
+        writeln!(out, "module: not loaded")?;
+        bail!(
+            "the {} module is not loaded: load it with `insmod sframe_unwind.ko`",
+            kernel::MODULE_NAME
+        );
+    }
+    let dev = kernel::open()?;
+    writeln!(out, "module: loaded, /dev/sframe")?;
+    let v = dev
+        .version()
+        .map_err(|err| kernel::explain(err, "version", None))?;
+    writeln!(out, "abi: {}", v.abi_version)?;
+    writeln!(
+        out,
+        "module version: {}.{}.{}",
+        v.module_version >> 16,
+        (v.module_version >> 8) & 0xff,
+        v.module_version & 0xff
+    )?;
+    let mut features = Vec::new();
+    if v.features & SFRAME_FEAT_V2 != 0 {
+        features.push("sframe-v2");
+    }
+    if v.features & SFRAME_FEAT_V3 != 0 {
+        features.push("sframe-v3");
+    }
+    writeln!(out, "features: {}", features.join(" "))?;
+    match dev.stats() {
+        Ok(stats) => print_stats(&mut out, &stats)?,
+        Err(err) if err.raw_os_error() == Some(libc::ENOTTY) => {
+            writeln!(out, "stats: not supported by this module")?;
+        }
+        Err(err) => return Err(kernel::explain(err, "stats", None)),
+    }
+    Ok(())
+}
+
+fn print_stats(out: &mut impl Write, s: &SframeStats) -> Result<()> {
+    writeln!(out, "sections: {}", s.sections)?;
+    writeln!(out, "copies: {}", s.copies)?;
+    writeln!(out, "bytes: {}", s.bytes)?;
+    writeln!(out, "processes: {}", s.mms)?;
+    writeln!(out, "registered: {}", s.registered)?;
+    writeln!(out, "unregistered: {}", s.unregistered)?;
+    for (name, value) in FAILURES.iter().zip(s.failures) {
+        writeln!(out, "failed ({name}): {value}")?;
+    }
+    for (name, value) in UNWIND.iter().zip(s.unwind) {
+        writeln!(out, "unwind {name}: {value}")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sframe_uapi::SFRAME_FAIL_NOMEM;
+    use sframe_uapi::SFRAME_UNWIND_FRAMES_DEFERRED;
+
+    #[test]
+    fn every_named_counter_exists() {
+        assert_eq!(FAILURES.len(), SFRAME_FAIL_NOMEM + 1);
+        assert_eq!(UNWIND.len(), SFRAME_UNWIND_FRAMES_DEFERRED + 1);
+    }
+
+    #[test]
+    fn stats_are_name_value_lines() {
+        let mut s = SframeStats {
+            sections: 3,
+            bytes: 4096,
+            ..Default::default()
+        };
+        s.failures[sframe_uapi::SFRAME_FAIL_OVERLAP] = 2;
+        let mut out = Vec::new();
+        print_stats(&mut out, &s).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("sections: 3\n"));
+        assert!(text.contains("bytes: 4096\n"));
+        assert!(text.contains("failed (overlap): 2\n"));
+        assert!(text.lines().all(|l| l.split_once(": ").is_some()));
+    }
+}

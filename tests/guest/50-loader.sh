@@ -1,0 +1,212 @@
+# SPDX-License-Identifier: GPL-2.0
+# The loader side: sframe-audit.so registers what glibc's loader maps
+# (start-up objects, dlopen, dlmopen) and removes it on dlclose; sframectl
+# status/list/register/unregister/run.  The programs are tests/progs/dlwork
+# and libsfwork.so (SFrame, no frame pointer); the user-space tools are the
+# cargo release builds (scripts/run-tests builds them before booting).
+. "$SFRAME_SRC/tests/lib.sh"
+
+CTL=$SFRAME_SRC/target/release/sframectl
+AUDIT=$SFRAME_SRC/target/release/libsframe_audit.so
+LIB=$PROGS/libsfwork.so
+DL=$PROGS/dlwork
+D=$SFRAME_OUT/loader
+WORK=${SFRAME_LOADER_SECONDS:-3}
+CYCLES=1000
+rm -rf "$D"
+mkdir -p "$D"
+
+stat_of() { "$CTL" status | awk -F': ' -v k="$1" '$1 == k { print $2 }'; }
+
+# start NAME WORD CMD...: CMD in the background, output in $D/NAME.out;
+# waits until it prints WORD.  Sets $bg.
+start() {
+	local name=$1 word=$2
+	shift 2
+	"$@" >"$D/$name.out" 2>"$D/$name.err" &
+	bg=$!
+	local deadline=$((SECONDS + 900))
+	while [ $SECONDS -lt $deadline ]; do
+		grep -q "^$word" "$D/$name.out" 2>/dev/null && return 0
+		kill -0 "$bg" 2>/dev/null || break
+		sleep 0.2
+	done
+	echo "$name did not print $word:"
+	cat "$D/$name.out" "$D/$name.err"
+	return 1
+}
+
+stop() {
+	kill "$bg" 2>/dev/null
+	wait "$bg" 2>/dev/null
+	return 0
+}
+
+# The sections `sframectl list --pid` shows for $bg whose object is $1.
+sections_of() { "$CTL" list --pid "$bg" | grep -c " $1\$"; }
+
+# --- Without the module, the audit library changes nothing. ---------------
+
+unload_module
+same_without_module() {
+	local rc1=0 rc2=0
+	"$DL" "$LIB" open work:0.2 close cycle:20 print exit:3 >"$D/plain.out" 2>"$D/plain.err" || rc1=$?
+	LD_AUDIT=$AUDIT "$DL" "$LIB" open work:0.2 close cycle:20 print exit:3 \
+		>"$D/audit.out" 2>"$D/audit.err" || rc2=$?
+	[ "$rc1" = 3 ] && [ "$rc2" = 3 ] && cmp "$D/plain.out" "$D/audit.out" &&
+		cmp "$D/plain.err" "$D/audit.err" && [ ! -s "$D/audit.err" ]
+}
+check "no module: audited program's output and exit status unchanged" same_without_module
+check "no module: sframectl run runs the program anyway" sh -c \
+	"'$CTL' run -- '$DL' '$LIB' open work:0.2 close cycle:20 print exit:3 >'$D/run.out' 2>/dev/null; [ \$? = 3 ] && cmp '$D/run.out' '$D/plain.out'"
+status_says_not_loaded() {
+	local out rc=0
+	out=$("$CTL" status 2>&1) || rc=$?
+	echo "$out"
+	[ "$rc" != 0 ] && echo "$out" | grep -q 'not loaded'
+}
+check "no module: status says so and fails" status_says_not_loaded
+check "no module: list explains" sh -c "'$CTL' list 2>&1 | grep -q 'module is not loaded'"
+
+# --- With the module. --------------------------------------------------------
+
+check "insmod" insmod "$SFRAME_KO"
+check "status reports the module" sh -c "'$CTL' status | grep -q '^module: loaded'"
+sections0=$(stat_of sections)
+bytes0=$(stat_of bytes)
+registered0=$(stat_of registered)
+
+same_with_module() {
+	local rc=0
+	LD_AUDIT=$AUDIT "$DL" "$LIB" open work:0.2 close cycle:20 print exit:3 \
+		>"$D/audit2.out" 2>"$D/audit2.err" || rc=$?
+	[ "$rc" = 3 ] && cmp "$D/plain.out" "$D/audit2.out" && [ ! -s "$D/audit2.err" ]
+}
+check "module: audited program's output and exit status unchanged" same_with_module
+
+registers_startup_and_dlopen() {
+	start open paused "$CTL" run -- "$DL" "$LIB" open pause || return 1
+	"$CTL" list --pid "$bg"
+	[ "$(sections_of "$DL")" = 1 ] && [ "$(sections_of "$LIB")" = 1 ]
+	local rc=$?
+	stop
+	return $rc
+}
+check "run: main program and dlopen()ed library are registered" registers_startup_and_dlopen
+
+registers_dlmopen() {
+	start mopen paused "$CTL" run -- "$DL" "$LIB" open mopen pause || return 1
+	"$CTL" list --pid "$bg"
+	[ "$(sections_of "$LIB")" = 2 ]
+	local rc=$?
+	stop
+	return $rc
+}
+check "run: a dlmopen() namespace's copy is registered too" registers_dlmopen
+
+gone_after_dlclose() {
+	start close paused "$CTL" run -- "$DL" "$LIB" open close pause || return 1
+	"$CTL" list --pid "$bg"
+	[ "$(sections_of "$DL")" = 1 ] && [ "$(sections_of "$LIB")" = 0 ]
+	local rc=$?
+	stop
+	return $rc
+}
+check "dlclose: the library's section is gone from list" gone_after_dlclose
+
+reopened_elsewhere() {
+	local first second row start
+	start reopen paused "$CTL" run -- "$DL" "$LIB" open base close block open base pause || return 1
+	first=$(sed -n '1s/^base //p' "$D/reopen.out")
+	second=$(sed -n '2s/^base //p' "$D/reopen.out")
+	row=$("$CTL" list --pid "$bg" | grep " $LIB\$")
+	echo "bases $first $second; $row"
+	stop
+	start=$(echo "$row" | awk '{ split($2, r, "-"); print r[1] }')
+	[ "$first" != "$second" ] && [ "$(echo "$row" | wc -l)" = 1 ] &&
+		[ $((start)) -ge $((second)) ] && [ $((start)) -lt $((second + 0x100000)) ]
+}
+check "re-dlopen at another address: registered at the new one" reopened_elsewhere
+
+# Complete chains through the library under perf record -g.
+record() {
+	local name=$1
+	shift
+	perf record -q -N -e cpu-clock -F 1000 -g -o "$D/$name.data" -- "$@" >"$D/$name.log" 2>&1 ||
+		{ cat "$D/$name.log"; return 1; }
+}
+unwinder_walks() { "$CTL" status | awk -F': ' '$1 == "unwind walks (sample)" { print $2 }'; }
+chains_complete() { python3 "$SFRAME_SRC/tests/guest/loader-chains.py" "$D/$1.data" 90; }
+
+check "perf record -g of a dlopen()ing program" record dlopen "$CTL" run -- "$DL" "$LIB" open work:"$WORK" close
+check "complete chains through the dlopen()ed library" chains_complete dlopen
+check "perf record -g across dlclose and re-dlopen elsewhere" record reopen \
+	"$CTL" run -- "$DL" "$LIB" open work:0.3 base close block open base work:"$WORK" close
+check "complete chains after the re-dlopen" chains_complete reopen
+
+# 1,000 dlopen/dlclose cycles leave nothing behind.
+cycles_leave_nothing() {
+	start cycles paused "$CTL" run -- "$DL" "$LIB" cycle:$CYCLES pause || return 1
+	"$CTL" list --pid "$bg"
+	local lib_sections during registered
+	lib_sections=$(sections_of "$LIB")
+	during=$(stat_of sections)
+	registered=$(stat_of registered)
+	stop
+	echo "library sections $lib_sections; module sections $during (before: $sections0)," \
+		"registered $registered (before: $registered0)"
+	[ "$lib_sections" = 0 ] && [ "$during" -le $((sections0 + 2)) ] &&
+		[ "$registered" -ge $((registered0 + CYCLES)) ]
+}
+check "$CYCLES dlopen/dlclose cycles: no library section left" cycles_leave_nothing
+check "after exit: module holds no more sections than before" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"sections\" { print \$2 }') = $sections0 ]"
+check "after exit: module holds no more bytes than before" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"bytes\" { print \$2 }') = $bytes0 ]"
+
+# register --pid: profile a process started without the audit library.
+if start running base "$DL" "$LIB" open base work:600; then
+	check "before register --pid: nothing registered" test "$(sections_of "$LIB")" = 0
+	check "register --pid registers a running process's objects" "$CTL" register --pid "$bg"
+	check "the library and the program are listed" sh -c \
+		"'$CTL' list --pid $bg | grep -q ' $LIB\$' && '$CTL' list --pid $bg | grep -q ' $DL\$'"
+	check "register --pid again: already registered, no error" "$CTL" register --pid "$bg"
+	check "register --pid as another user: permission denied, explained" sh -c \
+		"setpriv --reuid=65534 --regid=65534 --clear-groups '$CTL' register --pid $bg 2>&1 | grep -q 'permission denied'"
+	check "perf record -g -p of the registered process" sh -c \
+		"perf record -q -N -e cpu-clock -F 1000 -g -o '$D/pid.data' -p $bg -- sleep $WORK >'$D/pid.log' 2>&1"
+	check "complete chains after register --pid" chains_complete pid
+	check "unregister --pid removes them" sh -c \
+		"'$CTL' unregister --pid $bg && '$CTL' list --pid $bg | grep -q ': 0 sections'"
+else
+	_result "not ok" "register --pid: test process did not start"
+fi
+stop
+check "register --pid of a process without .sframe fails, explained" sh -c \
+	"sleep 30 & p=\$!; '$CTL' register --pid \$p 2>&1 | grep -q 'has an SFrame section'; r=\$?; kill \$p; exit \$r"
+check "list of every process runs" "$CTL" list
+check "after all: module sections back to $sections0" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"sections\" { print \$2 }') = $sections0 ]"
+echo "# unwinder walks (sample path) so far: $(unwinder_walks)"
+
+# Start-up cost of the audit library for a program with 50 libraries
+# (51 objects with SFrame): mean wall time per run, against the same
+# program without an auditor and with an auditor that does nothing.
+startup() {
+	local n=$1 t0 t1 i
+	shift
+	t0=$(date +%s%N)
+	for i in $(seq "$n"); do "$@" || return 1; done
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / n / 1000))
+}
+many=$PROGS/manylibs
+n=${SFRAME_STARTUP_RUNS:-20}
+check "manylibs with the audit library: 51 objects registered" sh -c \
+	"LD_AUDIT='$AUDIT' SFRAME_AUDIT_DEBUG=1 '$many' 2>&1 | grep -c ': registered text' | grep -qx 51"
+t_plain=$(startup "$n" env "$many")
+t_noop=$(startup "$n" env LD_AUDIT="$PROGS/libnoop-audit.so" "$many")
+t_audit=$(startup "$n" env LD_AUDIT="$AUDIT" "$many")
+unload_module
+t_nomod=$(startup "$n" env LD_AUDIT="$AUDIT" "$many")
+echo "# start-up of manylibs (50 libraries), mean of $n runs in this guest:" \
+	"no auditor ${t_plain} us, no-op auditor ${t_noop} us," \
+	"sframe-audit.so ${t_audit} us (module loaded: 51 registrations)," \
+	"sframe-audit.so ${t_nomod} us (no module)" | tee "$D/startup.txt"
