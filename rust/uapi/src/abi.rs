@@ -82,7 +82,8 @@ pub struct SframeVersion {
 pub const SFRAME_VERSION_SIZE_VER0: u32 = 24;
 
 /// Returns the module's ABI version and features.
-pub const SFRAME_IOC_VERSION: u32 = sframe_iowr(SFRAME_NR_VERSION, SFRAME_VERSION_SIZE_VER0 as usize);
+pub const SFRAME_IOC_VERSION: u32 =
+    sframe_iowr(SFRAME_NR_VERSION, SFRAME_VERSION_SIZE_VER0 as usize);
 
 /// The module unwinds with SFrame version 2 sections.
 pub const SFRAME_FEAT_V2: u64 = 1 << 0;

@@ -23,19 +23,81 @@ macro_rules! layout {
 
 fn rust_values() -> Vec<(String, u64)> {
     let mut v = Vec::new();
-    layout!(v, SframeVersion, "sframe_version",
-        [size, abi_version, module_version, reserved, features]);
-    layout!(v, SframeRegister, "sframe_register",
-        [size, flags, pidfd, reserved, sframe_data, sframe_len, sframe_addr, text_start, text_end, handle]);
-    layout!(v, SframeUnregister, "sframe_unregister",
-        [size, flags, pidfd, reserved, handle, addr]);
-    layout!(v, SframeSectionInfo, "sframe_section_info",
-        [handle, text_start, text_end, sframe_addr, sframe_len, kernel_bytes, version, num_fdes, shared, reserved]);
-    layout!(v, SframeList, "sframe_list",
-        [size, flags, pidfd, entry_size, entries, capacity, count]);
-    layout!(v, SframeStats, "sframe_stats",
-        [size, reserved, sections, copies, bytes, mms, registered, unregistered, failures, unwind]);
-    layout!(v, SframeControl, "sframe_control", [size, mask, value, reserved]);
+    layout!(
+        v,
+        SframeVersion,
+        "sframe_version",
+        [size, abi_version, module_version, reserved, features]
+    );
+    layout!(
+        v,
+        SframeRegister,
+        "sframe_register",
+        [
+            size,
+            flags,
+            pidfd,
+            reserved,
+            sframe_data,
+            sframe_len,
+            sframe_addr,
+            text_start,
+            text_end,
+            handle
+        ]
+    );
+    layout!(
+        v,
+        SframeUnregister,
+        "sframe_unregister",
+        [size, flags, pidfd, reserved, handle, addr]
+    );
+    layout!(
+        v,
+        SframeSectionInfo,
+        "sframe_section_info",
+        [
+            handle,
+            text_start,
+            text_end,
+            sframe_addr,
+            sframe_len,
+            kernel_bytes,
+            version,
+            num_fdes,
+            shared,
+            reserved
+        ]
+    );
+    layout!(
+        v,
+        SframeList,
+        "sframe_list",
+        [size, flags, pidfd, entry_size, entries, capacity, count]
+    );
+    layout!(
+        v,
+        SframeStats,
+        "sframe_stats",
+        [
+            size,
+            reserved,
+            sections,
+            copies,
+            bytes,
+            mms,
+            registered,
+            unregistered,
+            failures,
+            unwind
+        ]
+    );
+    layout!(
+        v,
+        SframeControl,
+        "sframe_control",
+        [size, mask, value, reserved]
+    );
     let consts: &[(&str, u64)] = &[
         ("SFRAME_IOC_MAGIC", SFRAME_IOC_MAGIC.into()),
         ("SFRAME_ABI_VERSION", SFRAME_ABI_VERSION.into()),
@@ -46,9 +108,18 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_IOC_STATS", SFRAME_IOC_STATS.into()),
         ("SFRAME_IOC_CONTROL", SFRAME_IOC_CONTROL.into()),
         ("SFRAME_VERSION_SIZE_VER0", SFRAME_VERSION_SIZE_VER0.into()),
-        ("SFRAME_REGISTER_SIZE_VER0", SFRAME_REGISTER_SIZE_VER0.into()),
-        ("SFRAME_UNREGISTER_SIZE_VER0", SFRAME_UNREGISTER_SIZE_VER0.into()),
-        ("SFRAME_SECTION_INFO_SIZE_VER0", SFRAME_SECTION_INFO_SIZE_VER0.into()),
+        (
+            "SFRAME_REGISTER_SIZE_VER0",
+            SFRAME_REGISTER_SIZE_VER0.into(),
+        ),
+        (
+            "SFRAME_UNREGISTER_SIZE_VER0",
+            SFRAME_UNREGISTER_SIZE_VER0.into(),
+        ),
+        (
+            "SFRAME_SECTION_INFO_SIZE_VER0",
+            SFRAME_SECTION_INFO_SIZE_VER0.into(),
+        ),
         ("SFRAME_LIST_SIZE_VER0", SFRAME_LIST_SIZE_VER0.into()),
         ("SFRAME_STATS_SIZE_VER0", SFRAME_STATS_SIZE_VER0.into()),
         ("SFRAME_CONTROL_SIZE_VER0", SFRAME_CONTROL_SIZE_VER0.into()),
@@ -69,21 +140,57 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_FAIL_NOT_FOUND", SFRAME_FAIL_NOT_FOUND as u64),
         ("SFRAME_FAIL_NOMEM", SFRAME_FAIL_NOMEM as u64),
         ("SFRAME_FAIL_COUNT", SFRAME_FAIL_COUNT as u64),
-        ("SFRAME_UNWIND_WALKS_SAMPLE", SFRAME_UNWIND_WALKS_SAMPLE as u64),
-        ("SFRAME_UNWIND_WALKS_DEFERRED", SFRAME_UNWIND_WALKS_DEFERRED as u64),
-        ("SFRAME_UNWIND_FRAMES_SFRAME", SFRAME_UNWIND_FRAMES_SFRAME as u64),
+        (
+            "SFRAME_UNWIND_WALKS_SAMPLE",
+            SFRAME_UNWIND_WALKS_SAMPLE as u64,
+        ),
+        (
+            "SFRAME_UNWIND_WALKS_DEFERRED",
+            SFRAME_UNWIND_WALKS_DEFERRED as u64,
+        ),
+        (
+            "SFRAME_UNWIND_FRAMES_SFRAME",
+            SFRAME_UNWIND_FRAMES_SFRAME as u64,
+        ),
         ("SFRAME_UNWIND_FRAMES_FP", SFRAME_UNWIND_FRAMES_FP as u64),
-        ("SFRAME_UNWIND_FRAMES_ENTRY", SFRAME_UNWIND_FRAMES_ENTRY as u64),
-        ("SFRAME_UNWIND_FRAMES_SIGNAL", SFRAME_UNWIND_FRAMES_SIGNAL as u64),
-        ("SFRAME_UNWIND_END_OUTERMOST", SFRAME_UNWIND_END_OUTERMOST as u64),
-        ("SFRAME_UNWIND_END_MAX_FRAMES", SFRAME_UNWIND_END_MAX_FRAMES as u64),
-        ("SFRAME_UNWIND_END_BAD_STEP", SFRAME_UNWIND_END_BAD_STEP as u64),
+        (
+            "SFRAME_UNWIND_FRAMES_ENTRY",
+            SFRAME_UNWIND_FRAMES_ENTRY as u64,
+        ),
+        (
+            "SFRAME_UNWIND_FRAMES_SIGNAL",
+            SFRAME_UNWIND_FRAMES_SIGNAL as u64,
+        ),
+        (
+            "SFRAME_UNWIND_END_OUTERMOST",
+            SFRAME_UNWIND_END_OUTERMOST as u64,
+        ),
+        (
+            "SFRAME_UNWIND_END_MAX_FRAMES",
+            SFRAME_UNWIND_END_MAX_FRAMES as u64,
+        ),
+        (
+            "SFRAME_UNWIND_END_BAD_STEP",
+            SFRAME_UNWIND_END_BAD_STEP as u64,
+        ),
         ("SFRAME_UNWIND_END_FAULT", SFRAME_UNWIND_END_FAULT as u64),
-        ("SFRAME_UNWIND_END_NO_COVERAGE", SFRAME_UNWIND_END_NO_COVERAGE as u64),
+        (
+            "SFRAME_UNWIND_END_NO_COVERAGE",
+            SFRAME_UNWIND_END_NO_COVERAGE as u64,
+        ),
         ("SFRAME_UNWIND_NS_SAMPLE", SFRAME_UNWIND_NS_SAMPLE as u64),
-        ("SFRAME_UNWIND_NS_DEFERRED", SFRAME_UNWIND_NS_DEFERRED as u64),
-        ("SFRAME_UNWIND_FRAMES_SAMPLE", SFRAME_UNWIND_FRAMES_SAMPLE as u64),
-        ("SFRAME_UNWIND_FRAMES_DEFERRED", SFRAME_UNWIND_FRAMES_DEFERRED as u64),
+        (
+            "SFRAME_UNWIND_NS_DEFERRED",
+            SFRAME_UNWIND_NS_DEFERRED as u64,
+        ),
+        (
+            "SFRAME_UNWIND_FRAMES_SAMPLE",
+            SFRAME_UNWIND_FRAMES_SAMPLE as u64,
+        ),
+        (
+            "SFRAME_UNWIND_FRAMES_DEFERRED",
+            SFRAME_UNWIND_FRAMES_DEFERRED as u64,
+        ),
         ("SFRAME_UNWIND_COUNT", SFRAME_UNWIND_COUNT as u64),
     ];
     for (name, value) in consts {
@@ -148,18 +255,43 @@ fn c_header_matches_rust_definitions() {
         .filter(|(k, v)| c.get(k) != Some(v))
         .map(|(k, v)| format!("{k}: Rust {v}, C {:?}", c.get(k)))
         .collect();
-    assert!(mismatches.is_empty(), "ABI mismatch:\n{}", mismatches.join("\n"));
+    assert!(
+        mismatches.is_empty(),
+        "ABI mismatch:\n{}",
+        mismatches.join("\n")
+    );
 }
 
 #[test]
 fn version_0_sizes_are_the_struct_sizes() {
     // Version 0 is what the structures are today; a later field appended
     // without a new *_SIZE_VER* constant would break older callers.
-    assert_eq!(core::mem::size_of::<SframeVersion>() as u32, SFRAME_VERSION_SIZE_VER0);
-    assert_eq!(core::mem::size_of::<SframeRegister>() as u32, SFRAME_REGISTER_SIZE_VER0);
-    assert_eq!(core::mem::size_of::<SframeUnregister>() as u32, SFRAME_UNREGISTER_SIZE_VER0);
-    assert_eq!(core::mem::size_of::<SframeSectionInfo>() as u32, SFRAME_SECTION_INFO_SIZE_VER0);
-    assert_eq!(core::mem::size_of::<SframeList>() as u32, SFRAME_LIST_SIZE_VER0);
-    assert_eq!(core::mem::size_of::<SframeStats>() as u32, SFRAME_STATS_SIZE_VER0);
-    assert_eq!(core::mem::size_of::<SframeControl>() as u32, SFRAME_CONTROL_SIZE_VER0);
+    assert_eq!(
+        core::mem::size_of::<SframeVersion>() as u32,
+        SFRAME_VERSION_SIZE_VER0
+    );
+    assert_eq!(
+        core::mem::size_of::<SframeRegister>() as u32,
+        SFRAME_REGISTER_SIZE_VER0
+    );
+    assert_eq!(
+        core::mem::size_of::<SframeUnregister>() as u32,
+        SFRAME_UNREGISTER_SIZE_VER0
+    );
+    assert_eq!(
+        core::mem::size_of::<SframeSectionInfo>() as u32,
+        SFRAME_SECTION_INFO_SIZE_VER0
+    );
+    assert_eq!(
+        core::mem::size_of::<SframeList>() as u32,
+        SFRAME_LIST_SIZE_VER0
+    );
+    assert_eq!(
+        core::mem::size_of::<SframeStats>() as u32,
+        SFRAME_STATS_SIZE_VER0
+    );
+    assert_eq!(
+        core::mem::size_of::<SframeControl>() as u32,
+        SFRAME_CONTROL_SIZE_VER0
+    );
 }
