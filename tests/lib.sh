@@ -26,6 +26,19 @@ check() {
 	fi
 }
 
+# check_show NAME CMD...: check, and show CMD's output (figures) as comments
+# whether it passed or not.
+check_show() {
+	local name=$1 out
+	shift
+	if out=$("$@" 2>&1); then
+		_result ok "$name"
+	else
+		_result "not ok" "$name"
+	fi
+	printf '%s\n' "$out" | sed 's/^/# /' | tail -20
+}
+
 # check_fails NAME CMD...: passes when CMD exits non-zero.
 check_fails() {
 	local name=$1

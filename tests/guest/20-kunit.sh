@@ -12,6 +12,8 @@ for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
 	[ -f "$dir/results" ] || continue
 	suites=$((suites + 1))
 	suite=$(basename "$dir")
+	mkdir -p "$SFRAME_OUT/kunit"
+	cp "$dir/results" "$SFRAME_OUT/kunit/$suite.ktap"
 	# Each test case's line is indented one level: "    ok 3 name".
 	while read -r status num rest; do
 		name=${rest#- }
@@ -23,8 +25,9 @@ for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
 		fi
 	done < <(sed -n -E 's/^    (not ok|ok) /\1 /p' "$dir/results" | sed 's/^not ok/not_ok/')
 	top=$(grep -E '^(not )?ok [0-9]+ ' "$dir/results" | tail -1)
+	cases=$(sed -n -E 's/^    1\.\.([0-9]+)$/\1/p' "$dir/results")
 	case $top in
-	ok*) _result ok "kunit suite $suite" ;;
+	ok*) _result ok "kunit suite $suite (${cases:-?} cases)" ;;
 	*) _result "not ok" "kunit suite $suite: ${top:-no result}" ;;
 	esac
 done

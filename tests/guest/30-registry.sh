@@ -7,18 +7,6 @@
 R=$PROGS/registry
 stress() { [ "${SFRAME_STRESS:-0}" = 1 ]; }
 
-# check_show NAME CMD...: check, and show CMD's output (figures) as comments.
-check_show() {
-	local name=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		_result ok "$name"
-	else
-		_result "not ok" "$name"
-	fi
-	printf '%s\n' "$out" | sed 's/^/# /' | tail -20
-}
-
 unload_module
 check "insmod" insmod "$SFRAME_KO"
 check "register, list and remove the program's own .sframe" "$R" self

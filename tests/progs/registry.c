@@ -383,8 +383,10 @@ static int case_errno(void)
 	/* Overlap. */
 	expect(reg(&o, &h), 0, "register");
 	expect(reg(&o, &h2), -EEXIST, "register the same text twice");
+	/* One byte of a function the section describes, inside the text. */
 	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
-		       o.text + 1, o.text + 2, NULL), -EEXIST, "register overlapping text");
+		       (uintptr_t)case_errno, (uintptr_t)case_errno + 1, NULL), -EEXIST,
+	       "register overlapping text");
 	/* Not found. */
 	expect(unreg_handle(-1, h + 1000000), -ENOENT, "unknown handle");
 	expect(unreg_addr(o.text_end + 4096), -ENOENT, "address outside every text");
@@ -406,18 +408,26 @@ static int case_errno(void)
 	return 0;
 }
 
+static int case_exec(void);
+static int case_fork(void);
+
 /* The limits of a module loaded with max_sections_per_mm=4 and a small max_total_bytes. */
 static int case_limits(void)
 {
+	/*
+	 * Five disjoint one-byte text ranges, each inside a function the
+	 * section describes (a range without any of its functions is EINVAL).
+	 */
+	int (*const fns[5])(void) = { case_limits, case_errno, case_self, case_exec, case_fork };
 	struct object o = self(), libc;
-	uint64_t step = 16, h;
+	uint64_t h;
 	int i;
 
-	for (i = 0; i < 4; i++)
+	for (i = 0; i < 5; i++)
 		expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
-			       o.text + i * step, o.text + (i + 1) * step, &h), 0, "register within the limit");
-	expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe,
-		       o.text + 4 * step, o.text + 5 * step, &h), -ENOSPC, "fifth section in one process");
+			       (uintptr_t)fns[i], (uintptr_t)fns[i] + 1, &h),
+		       i < 4 ? 0 : -ENOSPC,
+		       i < 4 ? "register within the limit" : "fifth section in one process");
 	check(stats().failures[SFRAME_FAIL_LIMIT] >= 1, "FAIL_LIMIT not counted");
 	libc = extra();
 	expect(reg(&libc, &h), -ENOSPC, "distinct bytes over max_total_bytes");
