@@ -9,15 +9,18 @@
 //! checks ptrace access under the target's `exec_update_lock` (so the
 //! check and the mm belong to the same program image).  Neither function is
 //! exported to modules, and the project does not use
-//! `kallsyms_lookup_name()`: their addresses are resolved once at load by
-//! registering (and at once unregistering) a kprobe on each name, which
-//! reports the probed address.  A kprobe lands after an `endbr64` under IBT,
+//! `kallsyms_lookup_name()`: their addresses are resolved once, at the first
+//! pidfd request (not at load: a kprobe costs code patching and an RCU grace
+//! period, which every `insmod`/`rmmod` would pay), by registering (and at
+//! once unregistering) a kprobe on each name, which reports the probed
+//! address.  A kprobe lands after an `endbr64` under IBT,
 //! so that instruction is stepped back over.  The function types are the
 //! ones the kernel's own headers declare (checked by bindgen's output).  If
 //! either name cannot be resolved, pidfd targets are refused with
 //! `EOPNOTSUPP`.
 
 use core::sync::atomic::{
+    AtomicU8,
     AtomicUsize,
     Ordering, //
 };
@@ -41,6 +44,12 @@ type MmAccess =
 static PIDFD_GET_TASK: AtomicUsize = AtomicUsize::new(0);
 /// Address of `mm_access()`, 0 if unresolved.
 static MM_ACCESS: AtomicUsize = AtomicUsize::new(0);
+/// Whether [`resolve_once`] ran: [`UNRESOLVED`], [`RESOLVED`] or
+/// [`UNAVAILABLE`].
+static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
+const UNRESOLVED: u8 = 0;
+const RESOLVED: u8 = 1;
+const UNAVAILABLE: u8 = 2;
 
 /// What the caller wants to do with the target.
 #[derive(Clone, Copy)]
@@ -78,28 +87,36 @@ fn resolve(name: &'static CStr) -> usize {
     addr
 }
 
-/// Resolves the functions once, at module load.  Sleeps.
-pub(crate) fn init() {
+/// Resolves the functions the first time a pidfd target is asked for.
+/// Sleeps.  Two racing first callers both resolve: the results are equal.
+fn resolve_once() {
+    if STATE.load(Ordering::Acquire) != UNRESOLVED {
+        return;
+    }
     let task = resolve(c"pidfd_get_task");
     let mm = resolve(c"mm_access");
     if task == 0 || mm == 0 {
-        pr_info!("pidfd targets unsupported: pidfd_get_task or mm_access not found\n");
+        if STATE.swap(UNAVAILABLE, Ordering::AcqRel) == UNRESOLVED {
+            pr_info!("pidfd targets unsupported: pidfd_get_task or mm_access not found\n");
+        }
         return;
     }
     PIDFD_GET_TASK.store(task, Ordering::Release);
     MM_ACCESS.store(mm, Ordering::Release);
+    STATE.store(RESOLVED, Ordering::Release);
 }
 
 /// The address space of the process `pidfd` refers to, if the caller may
 /// `access` it: `EPERM` (modify) or `EACCES` (read) if not, `ESRCH` if it
 /// has exited or has no address space, `EBADF`/`EINVAL` for a bad pidfd.
 pub(crate) fn mm_of_pidfd(pidfd: i32, access: Access) -> Result<ARef<MmWithUser>> {
+    resolve_once();
     let task_fn = PIDFD_GET_TASK.load(Ordering::Acquire);
     let mm_fn = MM_ACCESS.load(Ordering::Acquire);
     if task_fn == 0 || mm_fn == 0 {
         return Err(EOPNOTSUPP);
     }
-    // SAFETY: `init` stored the address of `pidfd_get_task`, whose C type is
+    // SAFETY: `resolve_once` stored the address of `pidfd_get_task`, whose C type is
     // `PidfdGetTask`; the kernel is not unloaded.
     let get_task: PidfdGetTask = unsafe { core::mem::transmute::<usize, PidfdGetTask>(task_fn) };
     // SAFETY: As above, for `mm_access`.

@@ -92,7 +92,6 @@ impl kernel::InPlaceModule for SframeModule {
             (ioctl::MODULE_VERSION >> 8) & 0xff,
             ioctl::MODULE_VERSION & 0xff
         );
-        permission::init();
         let limits = registry::Limits {
             max_section_bytes: module_parameters::max_section_bytes.value(),
             max_sections_per_mm: module_parameters::max_sections_per_mm.value(),
