@@ -8,10 +8,15 @@ PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs}
 : "${TEST_GROUP:=$(basename "$0" .sh)}"
 _n=0
 
+_t=$SECONDS
+# _result STATUS NAME: one result line; a step that took 5 s or more (since
+# the previous result) says so, for whoever trims the suite's time.
 _result() {
-	local status=$1 name=$2
+	local status=$1 name=$2 took=$((SECONDS - _t))
 	_n=$((_n + 1))
+	[ "$took" -lt 5 ] || name="$name # ${took} s"
 	printf '%s %d - %s: %s\n' "$status" "$_n" "$TEST_GROUP" "$name" | tee -a "$RESULTS"
+	_t=$SECONDS
 }
 
 # check NAME CMD...: passes when CMD exits 0; its output is shown on failure.

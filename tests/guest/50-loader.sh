@@ -11,7 +11,7 @@ AUDIT=$SFRAME_SRC/target/release/libsframe_audit.so
 LIB=$PROGS/libsfwork.so
 DL=$PROGS/dlwork
 # perf cannot write its output onto the 9p share: work in the guest's /tmp
-# and copy the small files back at the end.
+# and copy its files back at the end.
 D=/tmp/sframe-loader
 WORK=${SFRAME_LOADER_SECONDS:-3}
 CYCLES=1000
@@ -192,4 +192,4 @@ check "manylibs with the audit library: 51 objects registered" sh -c \
 	"LD_AUDIT='$AUDIT' SFRAME_AUDIT_DEBUG=1 '$PROGS/manylibs' 2>&1 | grep -c ': registered text' | grep -qx 51"
 unload_module
 mkdir -p "$SFRAME_OUT/loader"
-find "$D" -maxdepth 1 -type f ! -name '*.data' -exec cp {} "$SFRAME_OUT/loader/" \;
+find "$D" -maxdepth 1 -type f -exec cp {} "$SFRAME_OUT/loader/" \;

@@ -26,7 +26,7 @@ def symbol(text):
 
 
 def samples(data):
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,dso"],
+    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,dso", "--no-inline"],
                          capture_output=True, text=True, check=True).stdout
     chain = []
     for line in out.splitlines() + [""]:
