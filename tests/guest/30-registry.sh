@@ -17,11 +17,10 @@ check "fork: the child starts empty" "$R" fork
 check "another process through a pidfd (EPERM/EACCES unprivileged)" "$R" pidfd
 check_show "the same section in 100 processes is held once" "$R" share 100
 check "as an unprivileged user" setpriv --reuid=65534 --regid=65534 --clear-groups "$R" self
+check_show "8 threads for 30 s" "$R" threads 30
 if stress; then
-	check_show "8 threads for 30 s" "$R" threads 30
 	check_show "fuzz: 100000 ioctls" "$R" fuzz 100000 $RANDOM
 else
-	check_show "8 threads for 10 s" "$R" threads 10
 	check_show "fuzz: 10000 ioctls" "$R" fuzz 10000 $RANDOM
 fi
 check_show "registration of a libc-sized section (figures)" "$R" bench 10

@@ -717,7 +717,8 @@ static int case_fuzz(long n, uint64_t seed)
 		check(k < sizeof(allowed) / sizeof(allowed[0]), "ioctl %u: undocumented errno %d (%s)",
 		      nr, e, strerror(e));
 	}
-	printf("%ld calls: %ld succeeded (%ld registrations)\n", n, ok, registered);
+	printf("%ld calls (seed %llu): %ld succeeded (%ld registrations)\n", n, (unsigned long long)seed, ok,
+	       registered);
 	expect(count_sections(), 0, "sections left");
 	return 0;
 }
