@@ -19,30 +19,24 @@ _result() {
 	_t=$SECONDS
 }
 
-# check NAME CMD...: passes when CMD exits 0; its output is shown on failure.
-check() {
-	local name=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		_result ok "$name"
-	else
-		_result "not ok" "$name"
+# _check SHOW NAME CMD...: passes when CMD exits 0; CMD's output is shown
+# (as comments) on failure, or always if SHOW is 1.
+_check() {
+	local show=$1 name=$2 out rc=0
+	shift 2
+	out=$("$@" 2>&1) || rc=$?
+	if [ "$rc" = 0 ]; then _result ok "$name"; else _result "not ok" "$name"; fi
+	if [ "$rc" != 0 ] || [ "$show" = 1 ]; then
 		printf '%s\n' "$out" | sed 's/^/# /' | tail -20
 	fi
 }
 
-# check_show NAME CMD...: check, and show CMD's output (figures) as comments
-# whether it passed or not.
-check_show() {
-	local name=$1 out
-	shift
-	if out=$("$@" 2>&1); then
-		_result ok "$name"
-	else
-		_result "not ok" "$name"
-	fi
-	printf '%s\n' "$out" | sed 's/^/# /' | tail -20
-}
+# check NAME CMD...: passes when CMD exits 0; its output is shown on failure.
+check() { _check 0 "$@"; }
+
+# check_show NAME CMD...: check, and show CMD's output (figures) whether it
+# passed or not.
+check_show() { _check 1 "$@"; }
 
 # check_fails NAME CMD...: passes when CMD exits non-zero.
 check_fails() {
