@@ -16,6 +16,9 @@
 //! of every result (rows and errors), to check that a change of the decoder
 //! keeps its answers; `--rounds N` times N passes and reports the fastest.
 
+#[path = "../src/pcs.rs"]
+mod pcs;
+
 use anyhow::anyhow;
 use anyhow::Context;
 use anyhow::Result;
@@ -23,20 +26,6 @@ use object::Object;
 use object::ObjectSection;
 use std::hint::black_box;
 use std::time::Instant;
-
-/// xorshift64*, the generator of `sframe-bench`.
-fn random_pcs(count: usize, start: u64, end: u64) -> Vec<u64> {
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let span = end.saturating_sub(start).max(1);
-    (0..count)
-        .map(|_| {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            start + state.wrapping_mul(0x2545_f491_4f6c_dd1d) % span
-        })
-        .collect()
-}
 
 /// The timed (and, under callgrind, counted) loop.
 #[inline(never)]
@@ -109,7 +98,7 @@ fn main() -> Result<()> {
         .map_err(|e| anyhow!("sframe: {e}"))?
         .ok_or_else(|| anyhow!("no FDEs"))?;
     // A little outside the text too, so misses are part of the mix.
-    let pcs = random_pcs(count, start.saturating_sub(64), end.saturating_add(64));
+    let pcs = pcs::random_pcs(count, start.saturating_sub(64), end.saturating_add(64));
 
     // The fastest of `rounds` passes: the least disturbed by other work.
     let mut ns = f64::MAX;

@@ -10,6 +10,7 @@
 mod eh_frame;
 mod elf;
 mod libsframe;
+mod pcs;
 
 use anyhow::anyhow;
 use anyhow::Context;
@@ -51,20 +52,6 @@ struct Contender<'a> {
     lookup: Box<dyn FnMut(u64) -> Option<Cfa> + 'a>,
     /// Whether its CFA rules can be compared with the others'.
     gives_rows: bool,
-}
-
-/// xorshift64*: reproducible PCs without a dependency.
-fn random_pcs(count: usize, start: u64, end: u64) -> Vec<u64> {
-    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
-    let span = end.saturating_sub(start).max(1);
-    (0..count)
-        .map(|_| {
-            state ^= state >> 12;
-            state ^= state << 25;
-            state ^= state >> 27;
-            start + state.wrapping_mul(0x2545_f491_4f6c_dd1d) % span
-        })
-        .collect()
 }
 
 /// The fastest of `rounds` passes over `pcs`, and the number of PCs found.
@@ -133,7 +120,7 @@ fn main() -> Result<()> {
         section.num_fres(),
         sections.sframe.len(),
     );
-    let pcs = random_pcs(cli.lookups, start, end);
+    let pcs = pcs::random_pcs(cli.lookups, start, end);
 
     let libsframe = libsframe::Library::open(cli.libsframe.as_deref());
     let decoder = match &libsframe {
