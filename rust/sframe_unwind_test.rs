@@ -189,11 +189,10 @@ mod perf_tests {
             Memory,
             Regs,
             Stop,
-            WalkLimits, //
+            WalkLimits,
+            ENTRY_ROW, //
         },
         CfaRule,
-        Reg,
-        RegRule,
         Row, //
     };
     use kernel::prelude::*;
@@ -276,17 +275,13 @@ mod perf_tests {
 
     impl Lookup for Frames16 {
         fn row(&mut self, _pc: u64) -> Option<Row> {
+            // The entry rule, one push later.
             Some(Row {
                 cfa: CfaRule {
-                    base: Reg::Sp,
                     offset: 16,
-                    deref: false,
+                    ..ENTRY_ROW.cfa
                 },
-                ra: RegRule::AtCfa(-8),
-                fp: RegRule::Unchanged,
-                outermost: false,
-                signal_frame: false,
-                mangled_ra: false,
+                ..ENTRY_ROW
             })
         }
     }

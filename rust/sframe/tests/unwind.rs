@@ -369,15 +369,10 @@ fn limits_and_consumer() {
 fn sp_row(cfa: i32) -> Row {
     Row {
         cfa: CfaRule {
-            base: Reg::Sp,
             offset: cfa,
-            deref: false,
+            ..ENTRY_ROW.cfa
         },
-        ra: RegRule::AtCfa(-8),
-        fp: RegRule::Unchanged,
-        outermost: false,
-        signal_frame: false,
-        mangled_ra: false,
+        ..ENTRY_ROW
     }
 }
 
