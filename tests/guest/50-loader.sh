@@ -86,35 +86,26 @@ same_with_module() {
 }
 check "module: audited program's output and exit status unchanged" same_with_module
 
-registers_startup_and_dlopen() {
-	start open paused "$CTL" run -- "$DL" "$LIB" open pause || return 1
+# sections_while_paused NAME WANT-MAIN WANT-LIB ACTION...: runs the program
+# under `sframectl run` with ACTIONs, then has it pause, and compares how
+# many sections its main program and the library have (- for any).
+sections_while_paused() {
+	local name=$1 want_main=$2 want_lib=$3 rc
+	shift 3
+	start "$name" paused "$CTL" run -- "$DL" "$LIB" "$@" pause || return 1
 	"$CTL" list --pid "$bg"
-	[ "$(sections_of "$DL")" = 1 ] && [ "$(sections_of "$LIB")" = 1 ]
-	local rc=$?
+	{ [ "$want_main" = - ] || [ "$(sections_of "$DL")" = "$want_main" ]; } &&
+		[ "$(sections_of "$LIB")" = "$want_lib" ]
+	rc=$?
 	stop
 	return $rc
 }
-check "run: main program and dlopen()ed library are registered" registers_startup_and_dlopen
-
-registers_dlmopen() {
-	start mopen paused "$CTL" run -- "$DL" "$LIB" open mopen pause || return 1
-	"$CTL" list --pid "$bg"
-	[ "$(sections_of "$LIB")" = 2 ]
-	local rc=$?
-	stop
-	return $rc
-}
-check "run: a dlmopen() namespace's copy is registered too" registers_dlmopen
-
-gone_after_dlclose() {
-	start close paused "$CTL" run -- "$DL" "$LIB" open close pause || return 1
-	"$CTL" list --pid "$bg"
-	[ "$(sections_of "$DL")" = 1 ] && [ "$(sections_of "$LIB")" = 0 ]
-	local rc=$?
-	stop
-	return $rc
-}
-check "dlclose: the library's section is gone from list" gone_after_dlclose
+check "run: main program and dlopen()ed library are registered" \
+	sections_while_paused open 1 1 open
+check "run: a dlmopen() namespace's copy is registered too" \
+	sections_while_paused mopen - 2 open mopen
+check "dlclose: the library's section is gone from list" \
+	sections_while_paused close 1 0 open close
 
 reopened_elsewhere() {
 	local first second row start
