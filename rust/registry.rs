@@ -279,17 +279,76 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 }
 
 /// The unwind row for `pc` in `mm`, copied out.  Any context (NMI
-/// included), no lock; RCU is not held after the return.
+/// included), no lock; RCU is not held after the return.  For walks that
+/// may fault between lookups; [`with_walk_rows`] is cheaper where none does.
 pub(crate) fn find_row(mm: *const bindings::mm_struct, pc: u64) -> Option<sframe::Row> {
     let guard = rcu::Guard::new();
-    let reg = registry(&guard)?;
-    let state = reg.index.load(mm as usize, &guard)?;
-    let s = state.sections.load(usize::try_from(pc).ok()?, &guard)?;
-    if s.dead.load(Ordering::Acquire) {
-        return None;
+    let state = registry(&guard)?.index.load(mm as usize, &guard)?;
+    WalkRows::lookup(state, pc, &guard).and_then(|(_, parsed)| parsed.find_row(pc).ok().flatten())
+}
+
+/// The rows of one mm for one walk that does not sleep: the RCU read lock
+/// is held for the whole walk, the mm's state is looked up once and the
+/// section last used stays parsed (consecutive frames are mostly in one
+/// object), so a frame costs a range check and the row search.
+pub(crate) struct WalkRows<'g> {
+    guard: &'g rcu::Guard,
+    state: Option<&'g MmState>,
+    last: Option<(&'g Section, sframe::Section<'g>)>,
+}
+
+impl Section {
+    fn covers(&self, pc: u64) -> bool {
+        (self.text_start..self.text_end).contains(&pc)
     }
-    let section = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
-    section.find_row(pc).ok().flatten()
+}
+
+impl<'g> WalkRows<'g> {
+    /// The live section of `state` that covers `pc`, parsed.
+    fn lookup(
+        state: &'g MmState,
+        pc: u64,
+        guard: &'g rcu::Guard,
+    ) -> Option<(&'g Section, sframe::Section<'g>)> {
+        let s = state.sections.load(usize::try_from(pc).ok()?, guard)?;
+        if s.dead.load(Ordering::Acquire) {
+            return None;
+        }
+        // Validated at registration: parsing cannot fail; if it did, the
+        // section gives no rows.
+        let parsed = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
+        Some((s, parsed))
+    }
+
+    /// The unwind row for `pc`.
+    pub(crate) fn find_row(&mut self, pc: u64) -> Option<sframe::Row> {
+        let hit = self
+            .last
+            .as_ref()
+            .is_some_and(|(s, _)| s.covers(pc) && !s.dead.load(Ordering::Acquire));
+        if !hit {
+            self.last = Self::lookup(self.state?, pc, self.guard);
+        }
+        let (_, parsed) = self.last.as_ref()?;
+        parsed.find_row(pc).ok().flatten()
+    }
+}
+
+/// Runs `f` with the rows of `mm`, under one RCU read-side critical
+/// section: `f` must not sleep (the sample path, NMI included).
+pub(crate) fn with_walk_rows<R>(
+    mm: *const bindings::mm_struct,
+    f: impl FnOnce(&mut WalkRows<'_>) -> R,
+) -> R {
+    let guard = rcu::Guard::new();
+    let state = registry(&guard)
+        .and_then(|reg| reg.index.load(mm as usize, &guard))
+        .map(|state| &**state);
+    f(&mut WalkRows {
+        guard: &guard,
+        state,
+        last: None,
+    })
 }
 
 /// A registration request, read from user space.

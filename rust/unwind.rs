@@ -4,8 +4,8 @@
 //! have SFrame sections.
 //!
 //! - `perf_callchain_user()` (sample context, NMI or IRQ): stores the
-//!   sample's PC and walks with `copy_from_user_nmi()` reads and RCU
-//!   lookups only, up to the event's `max_stack`.
+//!   sample's PC and walks with `copy_from_user_nmi()` reads, inside one
+//!   RCU read-side section, up to the event's `max_stack`.
 //! - `unwind_user()` (deferred, `--call-graph fp,defer`; task context on the
 //!   way back to user space): the same walk, with faulting reads; the
 //!   registry returns copies of rows, so no RCU lock is held across a fault.
@@ -78,19 +78,41 @@ pub(crate) fn set_fp_only(on: bool) {
 /// bound on the work of a walk through a corrupt stack.
 const MAX_SPAN: u64 = 64 << 20;
 
+/// Where a walk's rows come from.
+trait Rows {
+    fn find_row(&mut self, pc: u64) -> Option<Row>;
+}
+
+/// The sample path: one RCU read-side section for the whole walk.
+impl Rows for &mut registry::WalkRows<'_> {
+    fn find_row(&mut self, pc: u64) -> Option<Row> {
+        registry::WalkRows::find_row(self, pc)
+    }
+}
+
+/// The deferred path, whose reads may sleep: one RCU read-side section per
+/// lookup, the row copied out.
+struct MmRows(*const kernel::bindings::mm_struct);
+
+impl Rows for MmRows {
+    fn find_row(&mut self, pc: u64) -> Option<Row> {
+        registry::find_row(self.0, pc)
+    }
+}
+
 /// Rows from the registry for the current task's mm, plus the plausibility
 /// check for return addresses that a frame-pointer step found.
-struct RegistryLookup<M: Memory> {
-    mm: *const kernel::bindings::mm_struct,
+struct RegistryLookup<R: Rows, M: Memory> {
+    rows: R,
     mem: M,
 }
 
-impl<M: Memory> Lookup for RegistryLookup<M> {
+impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
     fn row(&mut self, pc: u64) -> Option<Row> {
         if FP_ONLY.load(Ordering::Relaxed) {
             return None;
         }
-        registry::find_row(self.mm, pc)
+        self.rows.find_row(pc)
     }
 
     /// A return address is trusted when the instruction before it is a
@@ -187,11 +209,6 @@ unsafe extern "C" fn perf_callchain_user_sframe(
     let start = unsafe { start_regs(regs) };
     // SAFETY: Reads `current->mm`, checked non-null with sections by the hook.
     let mm = unsafe { ffi::sframe_current_mm() }.cast();
-    let mut lookup = RegistryLookup {
-        mm,
-        mem: NmiUserMemory::new(),
-    };
-    let mut mem = NmiUserMemory::new();
     let limits = WalkLimits {
         // The original stores the PC even when the chain is full (and the
         // store fails): one frame at least, so the first store is tried.
@@ -199,12 +216,20 @@ unsafe extern "C" fn perf_callchain_user_sframe(
         max_span: MAX_SPAN,
     };
     let mut tally = Tally::default();
-    let stop = walk_amd64(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
-        if !entry.store(pc) {
-            return false;
-        }
-        tally.frame(source);
-        true
+    // Nothing here sleeps: `copy_from_user_nmi()` reads do not fault pages in.
+    let stop = registry::with_walk_rows(mm, |rows| {
+        let mut lookup = RegistryLookup {
+            rows,
+            mem: NmiUserMemory::new(),
+        };
+        let mut mem = NmiUserMemory::new();
+        walk_amd64(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
+            if !entry.store(pc) {
+                return false;
+            }
+            tally.frame(source);
+            true
+        })
     });
     tally.commit(Path::Sample, stop, now_ns().saturating_sub(t0));
 }
@@ -273,7 +298,7 @@ unsafe extern "C" fn unwind_user_sframe(
     // lock, and the registry returns rows by value, outside RCU.
     let (lookup_mem, mut mem) = unsafe { (FaultingUserMemory::new(), FaultingUserMemory::new()) };
     let mut lookup = RegistryLookup {
-        mm,
+        rows: MmRows(mm),
         mem: lookup_mem,
     };
     let limits = WalkLimits {
