@@ -165,7 +165,7 @@ def disagreements(dwarf, ours):
             share = hits / total
             chance = (1 - share) ** others
             text = (f"only {who} has {' <- '.join(path)} ({hits}/{total} samples; "
-                    f"none of {missing}'s {others}: chance {chance:.1e})")
+                    f"{missing}: 0/{others}; chance {chance:.1e})")
             if share >= RARE_SHARE and chance < MISS_CHANCE:
                 found.append(text)
             else:
