@@ -282,9 +282,7 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 /// included), no lock; RCU is not held after the return.  For walks that
 /// may fault between lookups; [`with_walk_rows`] is cheaper where none does.
 pub(crate) fn find_row(mm: *const bindings::mm_struct, pc: u64) -> Option<sframe::Row> {
-    let guard = rcu::Guard::new();
-    let state = registry(&guard)?.index.load(mm as usize, &guard)?;
-    WalkRows::lookup(state, pc, &guard).and_then(|(_, parsed)| parsed.find_row(pc).ok().flatten())
+    with_walk_rows(mm, |rows| rows.find_row(pc))
 }
 
 /// The rows of one mm for one walk that does not sleep: the RCU read lock
