@@ -55,6 +55,12 @@ private_apt() {
 		-o APT::Architecture=amd64 -o APT::Sandbox::User=root "$@"
 }
 
+# The test programs (tests/progs), built in the guest root (its binutils
+# emits SFrame V2) into out/progs, where the guest finds them.
+build_progs() {
+	"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" O="$SFRAME_TOP/out/progs"
+}
+
 # /dev/kvm may exist while KVM guests cannot run (qemu fails on MSR 0x10a on
 # some hosts, or the guest never starts): boot the real kernel once with KVM,
 # with a time limit, and remember the answer in the cache.
