@@ -96,3 +96,87 @@ void sframe_cond_resched(void)
 {
 	cond_resched();
 }
+
+/* The registry's RCU maple tree (rust/rcu_maple.rs). */
+#include <linux/maple_tree.h>
+
+/*
+ * mtree_erase(), and whether the entry it returns really left the tree:
+ * before 7.x, mas_erase() returned the entry but left it in place when it
+ * could not allocate.  Checked under the tree lock, so no other writer comes
+ * between the erase and the check.
+ */
+void *sframe_mt_erase(struct maple_tree *mt, unsigned long index, bool *erased)
+{
+	MA_STATE(mas, mt, index, index);
+	void *entry;
+
+	mtree_lock(mt);
+	entry = mas_erase(&mas);
+	*erased = true;
+	if (entry) {
+		mas_set(&mas, index);
+		*erased = mas_walk(&mas) != entry;
+	}
+	mtree_unlock(mt);
+	return entry;
+}
+
+/*
+ * Empties a tree without allocating: calls take() on every entry under the
+ * tree lock, then frees the nodes (through RCU in RCU mode) under the same
+ * lock, so no other writer sees a half-emptied tree.  The loop is bounded by
+ * the tree's size, which the module limits (max_sections_per_mm).
+ */
+void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *arg), void *arg)
+{
+	MA_STATE(mas, mt, 0, 0);
+	void *entry;
+
+	mtree_lock(mt);
+	mas_for_each(&mas, entry, ULONG_MAX)
+		take(entry, arg);
+	__mt_destroy(mt);
+	mtree_unlock(mt);
+}
+
+/* Registry accounting (rust/registry.rs). */
+#include <linux/cred.h>
+#include <linux/siphash.h>
+
+u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1)
+{
+	const siphash_key_t key = { { k0, k1 } };
+
+	return siphash(data, len, &key);
+}
+
+/* The caller's real user ID, as a number in the initial user namespace. */
+u32 sframe_current_kuid(void)
+{
+	return __kuid_val(current_uid());
+}
+
+/*
+ * Fault injection for the KUnit tests: fail the Nth fault-injection site
+ * the current task reaches (as /proc/self/fail-nth does).  False if the
+ * kernel has no CONFIG_FAULT_INJECTION.
+ */
+bool sframe_set_fail_nth(unsigned int n)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	WRITE_ONCE(current->fail_nth, n);
+	return true;
+#else
+	return false;
+#endif
+}
+
+unsigned int sframe_fail_nth(void)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	return READ_ONCE(current->fail_nth);
+#else
+	return 0;
+#endif
+}

@@ -40,7 +40,7 @@ use kernel::{
     types::Opaque, //
 };
 
-use crate::rcu_maple::RcuSafeDrop;
+use crate::rcu_maple::TreeValue;
 
 /// What a module keeps per address space, and its callbacks.
 pub(crate) trait MmNotifier: Send + Sync + Sized {
@@ -125,11 +125,15 @@ unsafe impl<T: MmNotifier> Send for NotifierRef<T> {}
 // SAFETY: As above.
 unsafe impl<T: MmNotifier> Sync for NotifierRef<T> {}
 
-// SAFETY: Dropping a reference calls `mmu_notifier_put()`; the subscription
-// (and so whatever `&T` reached) is freed only by `free_rcu_callback`, which
-// runs an RCU grace period after `free_notifier`, itself called after the
-// put: later than a grace period starting at the drop.
-unsafe impl<T: MmNotifier> RcuSafeDrop for NotifierRef<T> {}
+// SAFETY: Dropping a reference calls `mmu_notifier_put()`, which takes a
+// spinlock that process context takes with softirqs enabled: it is dropped
+// at erase, never in an RCU callback.  The subscription (and so whatever
+// `&T` reached) is freed only by `free_rcu_callback`, which runs an RCU
+// grace period after `free_notifier`, itself called after the put: later
+// than a grace period starting at the drop.
+unsafe impl<T: MmNotifier> TreeValue for NotifierRef<T> {
+    const DROP_AT_ERASE: bool = true;
+}
 
 impl<T: MmNotifier> NotifierRef<T> {
     /// The subscription of `mm` for `ops`, created (with `T::new()`) if

@@ -13,21 +13,24 @@
 //! guard lives, while writers insert and erase concurrently.
 //!
 //! Writers are serialised by the tree's internal spinlock (the `mtree_*`
-//! functions take it), so every method takes `&self`.  Writing functions may
-//! allocate with `GFP_KERNEL` (`mtree_erase` does) and must be called from
-//! process context; lookups may be called from any context, NMI included.
+//! functions and the helpers in `rust/helpers.c` take it), so every method
+//! takes `&self`.  Writing functions may allocate with `GFP_KERNEL` and must
+//! be called from process context; lookups may be called from any context,
+//! NMI included.
 //!
-//! Values are dropped in RCU callback context (softirq): their `Drop` must
-//! not sleep nor take locks that process context takes with softirqs
-//! enabled.
+//! Where an erased value is dropped is a property of its type
+//! ([`TreeValue`]): at once in the process context that erased it, or in
+//! the RCU callback after a grace period.  The tree itself never takes its
+//! lock when dropped, so it may be dropped from an RCU callback; it must be
+//! empty by then (see [`RcuMapleTree::clear`]).
 
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ops::Deref;
 use kernel::{
-    alloc::Flags,
     bindings,
     error::to_result,
+    ffi::c_void,
     prelude::*,
     sync::rcu,
     types::Opaque, //
@@ -37,20 +40,32 @@ use kernel::{
 #[repr(C)]
 struct Node<T> {
     rcu: Opaque<bindings::callback_head>,
+    /// The next node of a list being taken out of the tree by `clear`.
+    link: *mut Node<T>,
     value: ManuallyDrop<T>,
 }
 
-/// Values that may leave an [`RcuMapleTree`] at once when erased.
+/// What an [`RcuMapleTree`] may hold, and where an erased value is dropped.
 ///
 /// # Safety
 ///
-/// Dropping a value must not invalidate anything that a `&Self` obtained
-/// before the drop gives access to, until an RCU grace period that starts
-/// after the drop has elapsed: for example a reference-counted pointer whose
-/// pointee is freed through `call_rcu` (or a longer chain of deferrals).
-/// The value's own bytes stay readable: the tree frees its node only after a
-/// grace period.
-pub(crate) unsafe trait RcuSafeDrop {}
+/// If [`TreeValue::DROP_AT_ERASE`] is true, dropping a value must not
+/// invalidate anything that a `&Self` obtained before the drop gives access
+/// to, until an RCU grace period that starts after the drop has elapsed: for
+/// example a reference-counted pointer whose pointee is freed through
+/// `call_rcu` (or a longer chain of deferrals).  The value's own bytes stay
+/// readable: the tree frees its node only after a grace period.
+///
+/// If it is false, the value's `Drop` must be callable from an RCU callback
+/// (softirq): no sleeping, no lock that process context takes with softirqs
+/// enabled.
+pub(crate) unsafe trait TreeValue: Send + Sync {
+    /// Whether an erased value is dropped at once, in the process context
+    /// that drops its [`Erased`] (for values whose drop must sleep or lock,
+    /// such as a notifier reference), rather than in the RCU callback that
+    /// frees its node.
+    const DROP_AT_ERASE: bool;
+}
 
 /// A maple tree of non-overlapping `usize` ranges, readable under RCU.
 ///
@@ -62,7 +77,7 @@ pub(crate) unsafe trait RcuSafeDrop {}
 ///   has been erased (by whoever erased it, after an RCU grace period) or
 ///   when the tree is dropped.
 #[pin_data(PinnedDrop)]
-pub(crate) struct RcuMapleTree<T: Send + Sync> {
+pub(crate) struct RcuMapleTree<T: TreeValue> {
     #[pin]
     tree: Opaque<bindings::maple_tree>,
     _t: PhantomData<KBox<Node<T>>>,
@@ -70,35 +85,9 @@ pub(crate) struct RcuMapleTree<T: Send + Sync> {
 
 // SAFETY: The tree owns `T` values (sent to whichever CPU erases or frees
 // them) and hands out `&T` to readers on any CPU: `T: Send + Sync` suffices.
-unsafe impl<T: Send + Sync> Send for RcuMapleTree<T> {}
+unsafe impl<T: TreeValue> Send for RcuMapleTree<T> {}
 // SAFETY: Writers are serialised by the internal spinlock; readers only get `&T`.
-unsafe impl<T: Send + Sync> Sync for RcuMapleTree<T> {}
-
-/// How [`RcuMapleTree::insert_range`] allocates (`kernel::alloc::Flags`
-/// does not expose its bits to other crates).
-#[derive(Clone, Copy)]
-pub(crate) enum Gfp {
-    /// `GFP_KERNEL`.
-    Kernel,
-    /// `GFP_KERNEL_ACCOUNT`: charged to the caller's memory cgroup.
-    KernelAccount,
-}
-
-impl Gfp {
-    fn flags(self) -> Flags {
-        match self {
-            Gfp::Kernel => GFP_KERNEL,
-            Gfp::KernelAccount => GFP_KERNEL_ACCOUNT,
-        }
-    }
-
-    fn raw(self) -> bindings::gfp_t {
-        match self {
-            Gfp::Kernel => bindings::GFP_KERNEL,
-            Gfp::KernelAccount => bindings::GFP_KERNEL_ACCOUNT,
-        }
-    }
-}
+unsafe impl<T: TreeValue> Sync for RcuMapleTree<T> {}
 
 /// Why [`RcuMapleTree::insert_range`] failed; the value is handed back.
 pub(crate) struct InsertError<T> {
@@ -108,7 +97,7 @@ pub(crate) struct InsertError<T> {
     pub(crate) error: Error,
 }
 
-impl<T: Send + Sync> RcuMapleTree<T> {
+impl<T: TreeValue> RcuMapleTree<T> {
     /// Creates an empty tree in RCU mode.
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
@@ -123,13 +112,13 @@ impl<T: Send + Sync> RcuMapleTree<T> {
     }
 
     /// Inserts `value` for the range `[first, last]`, which must not overlap
-    /// any range in the tree (`EEXIST`).
+    /// any range in the tree (`EEXIST`).  The value's node and the tree's
+    /// nodes are charged to the caller's memory cgroup.
     pub(crate) fn insert_range(
         &self,
         first: usize,
         last: usize,
         value: T,
-        gfp: Gfp,
     ) -> Result<(), InsertError<T>> {
         if last < first {
             return Err(InsertError {
@@ -137,11 +126,12 @@ impl<T: Send + Sync> RcuMapleTree<T> {
                 error: EINVAL,
             });
         }
-        let node = match KBox::<Node<T>>::new_uninit(gfp.flags()) {
+        let node = match KBox::<Node<T>>::new_uninit(GFP_KERNEL_ACCOUNT) {
             Ok(slot) => KBox::write(
                 slot,
                 Node {
                     rcu: Opaque::uninit(),
+                    link: core::ptr::null_mut(),
                     value: ManuallyDrop::new(value),
                 },
             ),
@@ -157,7 +147,13 @@ impl<T: Send + Sync> RcuMapleTree<T> {
         // 4-byte-aligned pointer (an internal maple tree value would need
         // its low two bits to be `10`).
         let ret = to_result(unsafe {
-            bindings::mtree_insert_range(self.tree.get(), first, last, ptr.cast(), gfp.raw())
+            bindings::mtree_insert_range(
+                self.tree.get(),
+                first,
+                last,
+                ptr.cast(),
+                bindings::GFP_KERNEL_ACCOUNT,
+            )
         });
         match ret {
             // INVARIANT: The tree now owns the node.
@@ -175,16 +171,26 @@ impl<T: Send + Sync> RcuMapleTree<T> {
     }
 
     /// Removes the range containing `index` and returns its value, which is
-    /// released after an RCU grace period when the [`Erased`] is dropped.
-    pub(crate) fn erase(&self, index: usize) -> Option<Erased<T>> {
-        // SAFETY: The tree is initialised; `mtree_erase` takes the lock.
-        let ptr = unsafe { bindings::mtree_erase(self.tree.get(), index) };
+    /// released when the [`Erased`] is dropped (see [`TreeValue`]).
+    /// `Ok(None)` if no range contains `index`; `ENOMEM` if the tree could
+    /// not allocate the nodes the removal needs: the value then stays in the
+    /// tree, which still owns it.
+    pub(crate) fn erase(&self, index: usize) -> Result<Option<Erased<T>>> {
+        let mut erased = false;
+        // SAFETY: The tree is initialised; the helper takes the tree lock and
+        // reports whether the entry it returns really left the tree (older
+        // kernels' `mas_erase()` return it in place when out of memory).
+        let ptr =
+            unsafe { crate::ffi::sframe_mt_erase(self.tree.get().cast(), index, &mut erased) };
         if ptr.is_null() {
-            return None;
+            return Ok(None);
+        }
+        if !erased {
+            return Err(ENOMEM);
         }
         // INVARIANT: Erased under the tree lock, so this caller alone owns
         // the node now; readers may still hold references to it.
-        Some(Erased { node: ptr.cast() })
+        Ok(Some(Erased { node: ptr.cast() }))
     }
 
     /// The value whose range contains `index`, borrowed for as long as the
@@ -199,6 +205,8 @@ impl<T: Send + Sync> RcuMapleTree<T> {
 
     /// Calls `f` for every value whose range lies in or overlaps
     /// `[first, last]`, in ascending order, under the RCU read lock `_guard`.
+    /// The whole walk is one read-side section: for short ranges (an unmap);
+    /// loops over a whole tree use [`RcuMapleTree::next`].
     pub(crate) fn for_each<'a>(
         &'a self,
         first: usize,
@@ -224,42 +232,92 @@ impl<T: Send + Sync> RcuMapleTree<T> {
         }
     }
 
-    /// Erases every range, handing each value to `f`.  Afterwards the tree
-    /// holds no nodes (its memory is returned through RCU) and may be reused.
+    /// The first value whose range ends at or after `*index`, and moves
+    /// `*index` past that range (`None` once the tree is done, including
+    /// after a range that ends at `usize::MAX`).  One lookup per call, so a
+    /// loop over a whole tree can drop the RCU read lock and reschedule
+    /// between steps.
+    pub(crate) fn next<'a>(
+        &'a self,
+        index: &mut Option<usize>,
+        _guard: &'a rcu::Guard,
+    ) -> Option<&'a T> {
+        let mut at = (*index)?;
+        let before = at;
+        // SAFETY: The tree is initialised; `at` is a valid pointer.
+        let ptr = unsafe { bindings::mt_find(self.tree.get(), &mut at, usize::MAX) };
+        // SAFETY: As in `load`: `_guard` keeps a found node alive.
+        let node = unsafe { ptr.cast::<Node<T>>().as_ref() };
+        // `mt_find` moved `at` past the range; it wraps to 0 after a range
+        // ending at `usize::MAX`.
+        *index = (node.is_some() && at > before).then_some(at);
+        node.map(|node| &*node.value)
+    }
+
+    /// Erases every range, handing each value to `f`, without allocating:
+    /// the values are unlinked under the tree lock and the nodes freed
+    /// (through RCU) in one step, so this cannot fail.  Afterwards the tree
+    /// is empty and may be reused.  Process context.
     pub(crate) fn clear(&self, mut f: impl FnMut(Erased<T>)) {
-        loop {
-            let mut index = 0usize;
-            // SAFETY: The tree is initialised; `index` is a valid pointer.
-            let ptr = unsafe { bindings::mt_find(self.tree.get(), &mut index, usize::MAX) };
-            if ptr.is_null() {
-                break;
-            }
-            // `index` is one past the found range (0 if it ended at the top).
-            match self.erase(index.wrapping_sub(1)) {
-                Some(erased) => f(erased),
-                None => break,
-            }
+        let mut taken: *mut Node<T> = core::ptr::null_mut();
+        // SAFETY: The tree is initialised; the helper takes the tree lock,
+        // calls `take_entry` with every entry (each a node of this tree, by
+        // the type invariants) and `&mut taken`, then destroys the tree
+        // under the same lock, so the entries are ours alone afterwards.
+        unsafe {
+            crate::ffi::sframe_mt_take_all(
+                self.tree.get().cast(),
+                Some(take_entry::<T>),
+                (&raw mut taken).cast(),
+            )
+        };
+        while !taken.is_null() {
+            // SAFETY: `taken` is a node `take_entry` linked; its `link` was
+            // written there and nothing else uses the node.
+            let next = unsafe { (*taken).link };
+            // INVARIANT: Out of the tree, and owned by this value alone.
+            f(Erased { node: taken });
+            taken = next;
         }
-        // SAFETY: The tree is initialised; `mtree_destroy` takes the lock, and
-        // in RCU mode frees the nodes after a grace period.  It holds no
-        // values any more, and stays usable (empty) afterwards.
-        unsafe { bindings::mtree_destroy(self.tree.get()) };
     }
 
     fn is_empty_raw(&self) -> bool {
-        // SAFETY: Reading the root pointer of an initialised tree; a racing
-        // writer would make the answer stale, not invalid.
-        unsafe { (*self.tree.get()).ma_root.is_null() }
+        // SAFETY: Reading the root pointer of an initialised tree, once, as
+        // `READ_ONCE()` would; a racing writer makes the answer stale, not
+        // invalid.
+        unsafe { core::ptr::read_volatile(&raw const (*self.tree.get()).ma_root).is_null() }
+    }
+}
+
+/// Called by `sframe_mt_take_all()` for each entry of a tree being emptied:
+/// pushes the node onto the list at `list`.
+///
+/// # Safety
+///
+/// `entry` is a node of an `RcuMapleTree<T>` that the caller is removing
+/// from the tree under its lock; `list` points to a `*mut Node<T>`.
+unsafe extern "C" fn take_entry<T: TreeValue>(entry: *mut c_void, list: *mut c_void) {
+    let node = entry.cast::<Node<T>>();
+    let list = list.cast::<*mut Node<T>>();
+    // SAFETY: By the function's safety requirements; `link` is written only
+    // here, while the node leaves the tree.
+    unsafe {
+        (*node).link = *list;
+        *list = node;
     }
 }
 
 #[pinned_drop]
-impl<T: Send + Sync> PinnedDrop for RcuMapleTree<T> {
+impl<T: TreeValue> PinnedDrop for RcuMapleTree<T> {
     fn drop(self: Pin<&mut Self>) {
-        // A tree emptied by `clear` holds no nodes and needs no lock: that is
-        // how a tree embedded in RCU-freed memory is dropped in softirq.
+        // Never lock here: a tree embedded in RCU-freed memory is dropped in
+        // softirq, where taking the tree lock (which process context takes
+        // with softirqs enabled) could deadlock.  Its owner empties it with
+        // `clear` in process context first; one that did not has a bug, which
+        // leaks the values rather than risk that.
         if !self.is_empty_raw() {
-            self.clear(drop);
+            pr_err!("RcuMapleTree dropped while not empty: its values are leaked\n");
+            kernel::warn_on!(true);
         }
     }
 }
@@ -272,16 +330,16 @@ impl<T: Send + Sync> PinnedDrop for RcuMapleTree<T> {
 ///
 /// `node` came from `KBox::<Node<T>>::into_raw`, was erased from its tree,
 /// and is owned by this value alone.
-pub(crate) struct Erased<T: Send + Sync> {
+pub(crate) struct Erased<T: TreeValue> {
     node: *mut Node<T>,
 }
 
 // SAFETY: `Erased` owns the node and gives out `&T`: as for the tree.
-unsafe impl<T: Send + Sync> Send for Erased<T> {}
+unsafe impl<T: TreeValue> Send for Erased<T> {}
 // SAFETY: As above.
-unsafe impl<T: Send + Sync> Sync for Erased<T> {}
+unsafe impl<T: TreeValue> Sync for Erased<T> {}
 
-impl<T: Send + Sync> Deref for Erased<T> {
+impl<T: TreeValue> Deref for Erased<T> {
     type Target = T;
 
     fn deref(&self) -> &T {
@@ -290,15 +348,21 @@ impl<T: Send + Sync> Deref for Erased<T> {
     }
 }
 
-impl<T: Send + Sync + RcuSafeDrop> Erased<T> {
+impl<T: TreeValue> Erased<T> {
     /// Takes the value out at once; only the node's memory waits for a
-    /// grace period.  For values that must be dropped in process context.
+    /// grace period.  Only for values dropped at erase.
     pub(crate) fn into_inner(self) -> T {
+        const {
+            assert!(
+                T::DROP_AT_ERASE,
+                "this value is dropped after a grace period"
+            )
+        };
         let mut this = ManuallyDrop::new(self);
         // SAFETY: By the type invariants we own the node.  The value is
         // moved out exactly once (the node is released below without
         // dropping it); readers may still read the old bytes, which
-        // `RcuSafeDrop` allows.
+        // `TreeValue::DROP_AT_ERASE` allows.
         let value = unsafe { ManuallyDrop::take(&mut (*this.node).value) };
         // SAFETY: As in `drop`, but the callback frees only the memory.
         unsafe {
@@ -311,10 +375,27 @@ impl<T: Send + Sync + RcuSafeDrop> Erased<T> {
     }
 }
 
-impl<T: Send + Sync> Drop for Erased<T> {
+impl<T: TreeValue> Drop for Erased<T> {
     fn drop(&mut self) {
+        if T::DROP_AT_ERASE {
+            // SAFETY: By the type invariants we own the node; the value is
+            // dropped once, here, in the dropper's (process) context, which
+            // `TreeValue::DROP_AT_ERASE` allows while readers may still see
+            // it.
+            unsafe { ManuallyDrop::drop(&mut (*self.node).value) };
+            // SAFETY: We own the node; `rcu` is within it and unused until
+            // now.  The callback frees only the memory, once.
+            unsafe {
+                bindings::call_rcu(
+                    Opaque::cast_into(&raw const (*self.node).rcu),
+                    Some(free_node_memory::<T>),
+                )
+            };
+            return;
+        }
         // SAFETY: By the type invariants we own the node; `rcu` is within it
-        // and unused until now.  The callback frees the node once.
+        // and unused until now.  The callback drops the value (which
+        // `TreeValue` allows in an RCU callback) and frees the node, once.
         unsafe {
             bindings::call_rcu(
                 Opaque::cast_into(&raw const (*self.node).rcu),
@@ -329,8 +410,9 @@ impl<T: Send + Sync> Drop for Erased<T> {
 /// # Safety
 ///
 /// `head` is the `rcu` field of a `Node<T>` passed to `call_rcu` by
-/// [`Erased::drop`], and this is its only release.
-unsafe extern "C" fn free_node<T: Send + Sync>(head: *mut bindings::callback_head) {
+/// [`Erased::drop`] for a value not dropped at erase, and this is its only
+/// release.
+unsafe extern "C" fn free_node<T: TreeValue>(head: *mut bindings::callback_head) {
     // `rcu` is the first field of the `repr(C)` `Node<T>`.
     let node = head.cast::<Node<T>>();
     // SAFETY: By the function's safety requirements the node came from
@@ -345,8 +427,9 @@ unsafe extern "C" fn free_node<T: Send + Sync>(head: *mut bindings::callback_hea
 ///
 /// # Safety
 ///
-/// As for [`free_node`], and the value was moved out of the node.
-unsafe extern "C" fn free_node_memory<T: Send + Sync>(head: *mut bindings::callback_head) {
+/// As for [`free_node`], and the value was moved out of the node or dropped
+/// already.
+unsafe extern "C" fn free_node_memory<T: TreeValue>(head: *mut bindings::callback_head) {
     // SAFETY: As in `free_node`; `ManuallyDrop` keeps the moved-out value
     // from being dropped again.
     drop(unsafe { KBox::from_raw(head.cast::<Node<T>>()) });

@@ -2,9 +2,16 @@
 
 //! The registry: which SFrame section describes which text, per address space.
 //!
-//! - A [`SectionCopy`] is one distinct SFrame byte string in kernel memory,
-//!   validated once, shared by every registration of identical bytes (the
-//!   C library's section, in every process), counted in [`Shared::copies`].
+//! - A [`SectionCopy`] is one distinct SFrame byte string of one user in
+//!   kernel memory, validated once, shared by every registration of
+//!   identical bytes by the same user (the C library's section, in each of
+//!   their processes).  Copies are found by a keyed hash of the user and
+//!   the bytes in [`Registry::copies`], and count their own users.
+//! - A [`UserAccount`] is what one user (by real UID) holds: sections and
+//!   copy bytes, bounded per user as well as module-wide, so one user cannot
+//!   take what the others need.  Copies are never shared across users: how
+//!   long a registration takes, and what `LIST` reports, tell a user nothing
+//!   about what other users run.
 //! - A [`Section`] is one registration: a text range of one mm, the copy
 //!   that describes it and the address the copy's offsets are relative to.
 //! - An [`MmState`] holds an mm's sections in an RCU maple tree keyed by
@@ -18,8 +25,13 @@
 //!
 //! Writers (register, unregister, list, release, unload) serialise on one
 //! mutex, taken after `mmap_lock` when both are held, never from the
-//! `unmap` callback (which may run from reclaim).  Readers use RCU only.
-//! Memory: copies are charged to the registering process's memcg.
+//! `unmap` callback (which may run from reclaim).  Every lookup under it is
+//! O(log n); loops over a process's sections (at most
+//! `max_sections_per_mm`) take the RCU read lock one step at a time and
+//! reschedule between steps.  Readers use RCU only.
+//!
+//! Memory: copies, sections, tree nodes and accounts are charged to the
+//! registering task's memory cgroup (`GFP_KERNEL_ACCOUNT`).
 
 use crate::{
     mmu_notifier::{
@@ -32,8 +44,8 @@ use crate::{
         Ratelimit, //
     },
     rcu_maple::{
-        Gfp,
-        RcuMapleTree, //
+        RcuMapleTree,
+        TreeValue, //
     },
     sframe,
     uapi::*,
@@ -74,6 +86,12 @@ pub(crate) struct Limits {
     pub(crate) max_sections_per_mm: u32,
     /// Most kernel bytes held for distinct copies, module-wide (`ENOSPC`).
     pub(crate) max_total_bytes: u64,
+    /// Most registrations alive, module-wide (`ENOSPC` beyond).
+    pub(crate) max_total_sections: u64,
+    /// Most kernel bytes held for one user's copies (`ENOSPC` beyond).
+    pub(crate) max_bytes_per_user: u64,
+    /// Most registrations alive made by one user (`ENOSPC` beyond).
+    pub(crate) max_sections_per_user: u32,
 }
 
 /// Module-wide counters for `SFRAME_IOC_STATS`.
@@ -147,10 +165,30 @@ pub(crate) fn fail(f: Failure, what: &str) -> Error {
     f.error
 }
 
-/// One distinct SFrame byte string, validated.
+/// What one user holds in the registry.
+struct UserAccount {
+    /// The user's real UID (a `kuid_t` value).
+    uid: u32,
+    /// Registrations alive: raised under the registry lock, lowered when a
+    /// section is retired (possibly from the `unmap` callback, unlocked).
+    sections: AtomicU32,
+    /// Bytes of the user's copies; changed under the registry lock only.
+    bytes: AtomicU64,
+}
+
+/// One distinct SFrame byte string of one user, validated.
 struct SectionCopy {
     bytes: KVVec<u8>,
-    hash: u64,
+    /// The key of this copy in [`Registry::copies`], a keyed hash of the
+    /// owner's UID and the bytes.
+    key: usize,
+    /// Whether the copy is in [`Registry::copies`] (a rare key collision
+    /// leaves it out: it is then not shared, nothing else changes).
+    indexed: bool,
+    /// The user the bytes are charged to.
+    owner: Arc<UserAccount>,
+    /// Sections using the copy; changed under the registry lock only.
+    users: AtomicU32,
     version: u32,
     num_fdes: u32,
     /// `text_range()` minus the address it was validated at: the text range
@@ -172,6 +210,24 @@ pub(crate) struct Section {
     dead: AtomicBool,
 }
 
+// SAFETY: A section's drop releases its `Arc<SectionCopy>`, whose last
+// reference frees memory with `kvfree()`/`kfree()` only (the copy leaves
+// `Registry::copies` under the registry lock, in process context, before
+// that): safe in an RCU callback.
+unsafe impl TreeValue for Section {
+    const DROP_AT_ERASE: bool = false;
+}
+
+// SAFETY: As for `Section`: the last reference frees memory only.
+unsafe impl TreeValue for Arc<SectionCopy> {
+    const DROP_AT_ERASE: bool = false;
+}
+
+// SAFETY: The last reference to an account frees its memory only.
+unsafe impl TreeValue for Arc<UserAccount> {
+    const DROP_AT_ERASE: bool = false;
+}
+
 /// An address space's registrations.
 #[pin_data]
 pub(crate) struct MmState {
@@ -179,17 +235,22 @@ pub(crate) struct MmState {
     sections: RcuMapleTree<Section>,
     /// Sections not retired.
     live: AtomicU32,
+    /// Sections retired since the last purge and perhaps still in the tree
+    /// (an overcount only costs a purge that finds nothing).
+    retired: AtomicU32,
 }
 
 static OPS: NotifierOps<MmState> = NotifierOps::new();
 
 impl MmState {
-    /// Marks `s` retired, once, and updates the counters.
+    /// Marks `s` retired, once, and updates the counters.  Any context.
     fn retire(&self, s: &Section) {
         if !s.dead.swap(true, Ordering::AcqRel) {
             if self.live.fetch_sub(1, Ordering::Relaxed) == 1 {
                 COUNTERS.mms.fetch_sub(1, Ordering::Relaxed);
             }
+            self.retired.fetch_add(1, Ordering::Relaxed);
+            s.copy.owner.sections.fetch_sub(1, Ordering::Relaxed);
             COUNTERS.sections.fetch_sub(1, Ordering::Relaxed);
             COUNTERS.unregistered.fetch_add(1, Ordering::Relaxed);
         }
@@ -201,12 +262,13 @@ impl MmNotifier for MmState {
         try_pin_init!(Self {
             sections <- RcuMapleTree::new(),
             live: AtomicU32::new(0),
+            retired: AtomicU32::new(0),
         }? Error)
     }
 
     fn release(&self, mm: *const bindings::mm_struct) {
         if let Some(reg) = registry_process() {
-            reg.release_mm(mm);
+            reg.release_mm(self, mm);
         }
     }
 
@@ -222,9 +284,7 @@ impl MmNotifier for MmState {
 
 /// Writer state, under [`Registry::lock`].
 struct Shared {
-    /// Distinct copies and how many sections use each.
-    copies: KVec<(Arc<SectionCopy>, usize)>,
-    /// Bytes held by `copies`.
+    /// Bytes held by all copies.
     bytes: u64,
     next_handle: u64,
     shutting_down: bool,
@@ -238,6 +298,16 @@ pub(crate) struct Registry {
     index: RcuMapleTree<NotifierRef<MmState>>,
     #[pin]
     lock: Mutex<Shared>,
+    /// Copy key → the copy; changed under `lock`.
+    #[pin]
+    copies: RcuMapleTree<Arc<SectionCopy>>,
+    /// UID → that user's account, while it holds anything; changed under
+    /// `lock`.
+    #[pin]
+    users: RcuMapleTree<Arc<UserAccount>>,
+    /// The key of the copy hash, random per load, so that no user can
+    /// choose bytes whose keys collide.
+    hash_key: (u64, u64),
     #[pin]
     warn: Ratelimit,
     limits: Limits,
@@ -365,16 +435,39 @@ pub(crate) enum Which {
     Addr(u64),
 }
 
-/// FNV-1a, 64 bit: identical bytes have identical hashes; a memcmp decides.
-fn hash(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for (i, &b) in bytes.iter().enumerate() {
-        h = (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3);
-        if i % (256 << 10) == (256 << 10) - 1 {
-            resched();
-        }
+/// The key of `uid`'s copy of `bytes` in [`Registry::copies`]: SipHash
+/// under a secret key, so keys collide only by chance; a comparison of the
+/// bytes decides.  Reschedules between 256 KiB chunks.
+fn copy_key(hash_key: (u64, u64), uid: u32, bytes: &[u8]) -> usize {
+    let mut h = hash_key.0 ^ u64::from(uid);
+    for chunk in bytes.chunks(256 << 10) {
+        // SAFETY: `chunk` is valid for reads of its length.
+        h = unsafe {
+            crate::ffi::sframe_siphash(chunk.as_ptr().cast(), chunk.len(), h, hash_key.1)
+        };
+        resched();
     }
-    h
+    h as usize
+}
+
+/// The caller's real UID, which registrations are charged to.
+fn current_uid() -> u32 {
+    // SAFETY: Reads the current task's credentials; no preconditions.
+    unsafe { crate::ffi::sframe_current_kuid() }
+}
+
+/// Whether `a` and `b` are equal, compared 256 KiB at a time with a
+/// reschedule between (a section may be up to `max_section_bytes`).
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len()
+        && a.chunks(256 << 10).zip(b.chunks(256 << 10)).all(|(x, y)| {
+            resched();
+            x == y
+        })
+}
+
+fn limit(reason: &'static str) -> Failure {
+    Failure::new(ENOSPC, SFRAME_FAIL_LIMIT, reason)
 }
 
 fn resched() {
@@ -390,24 +483,29 @@ const FAIL_MEM: Failure = Failure {
 
 impl Registry {
     fn new(limits: Limits) -> impl PinInit<Self, Error> {
+        // SAFETY: No preconditions.
+        let hash_key = unsafe { (crate::ffi::get_random_u64(), crate::ffi::get_random_u64()) };
         try_pin_init!(Self {
             index <- RcuMapleTree::new(),
             lock <- new_mutex!(Shared {
-                copies: KVec::new(),
                 bytes: 0,
                 next_handle: 1,
                 shutting_down: false,
             }),
+            copies <- RcuMapleTree::new(),
+            users <- RcuMapleTree::new(),
+            hash_key,
             warn <- Ratelimit::new(5000, 10),
             limits,
         }? Error)
     }
 
-    /// The copy of `bytes` (shared if identical bytes are held), its user
-    /// count raised.
+    /// The copy of `bytes` for the caller's user (shared if that user holds
+    /// identical bytes), its user count raised.
     fn get_copy(&self, bytes: KVVec<u8>, sframe_addr: u64) -> Result<Arc<SectionCopy>, Failure> {
-        let h = hash(&bytes);
-        if let Some(c) = Self::find_copy(&mut self.lock.lock(), &bytes, h) {
+        let uid = current_uid();
+        let key = copy_key(self.hash_key, uid, &bytes);
+        if let Some(c) = self.find_copy(&self.lock.lock(), key, uid, &bytes) {
             return Ok(c);
         }
         // Validate outside the lock: a large section takes a while.
@@ -437,111 +535,214 @@ impl Registry {
             sframe::Version::V3 => 3,
         };
         let num_fdes = section.num_fdes();
+        let text_lo = lo.wrapping_sub(sframe_addr);
+        let text_hi = hi.wrapping_sub(sframe_addr);
         let len = bytes.len() as u64;
-        let copy = Arc::new(
-            SectionCopy {
-                bytes,
-                hash: h,
-                version,
-                num_fdes,
-                text_lo: lo.wrapping_sub(sframe_addr),
-                text_hi: hi.wrapping_sub(sframe_addr),
-            },
-            GFP_KERNEL_ACCOUNT,
-        )
-        .map_err(|_| FAIL_MEM)?;
+
         let mut shared = self.lock.lock();
-        if let Some(c) = Self::find_copy(&mut shared, &copy.bytes, h) {
+        if let Some(c) = self.find_copy(&shared, key, uid, &bytes) {
             return Ok(c);
         }
         if shared.bytes.saturating_add(len) > self.limits.max_total_bytes {
-            return Err(Failure::new(
-                ENOSPC,
-                SFRAME_FAIL_LIMIT,
-                "module-wide byte limit (max_total_bytes) reached",
-            ));
+            return Err(limit("module-wide byte limit (max_total_bytes) reached"));
         }
-        shared
-            .copies
-            .push((copy.clone(), 1), GFP_KERNEL)
-            .map_err(|_| FAIL_MEM)?;
+        let owner = self.account(uid)?;
+        if owner.bytes.load(Ordering::Relaxed).saturating_add(len) > self.limits.max_bytes_per_user
+        {
+            self.forget_if_idle(&owner);
+            return Err(limit("per-user byte limit (max_bytes_per_user) reached"));
+        }
+        let indexed = {
+            let guard = rcu::Guard::new();
+            self.copies.load(key, &guard).is_none()
+        };
+        let copy = match Arc::new(
+            SectionCopy {
+                bytes,
+                key,
+                indexed,
+                owner: owner.clone(),
+                users: AtomicU32::new(1),
+                version,
+                num_fdes,
+                text_lo,
+                text_hi,
+            },
+            GFP_KERNEL_ACCOUNT,
+        ) {
+            Ok(copy) => copy,
+            Err(_) => {
+                self.forget_if_idle(&owner);
+                return Err(FAIL_MEM);
+            }
+        };
+        if indexed {
+            if let Err(e) = self.copies.insert_range(key, key, copy.clone()) {
+                drop(e);
+                drop(copy);
+                self.forget_if_idle(&owner);
+                return Err(FAIL_MEM);
+            }
+        }
         shared.bytes += len;
+        copy.owner.bytes.fetch_add(len, Ordering::Relaxed);
         COUNTERS.copies.fetch_add(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_add(len, Ordering::Relaxed);
         Ok(copy)
     }
 
-    fn find_copy(shared: &mut Shared, bytes: &[u8], h: u64) -> Option<Arc<SectionCopy>> {
-        shared
-            .copies
-            .iter_mut()
-            .find(|(c, _)| c.hash == h && c.bytes.len() == bytes.len() && &c.bytes[..] == bytes)
-            .map(|(c, users)| {
-                *users += 1;
-                c.clone()
-            })
+    /// `uid`'s copy of `bytes`, its user count raised.  O(log n) in the
+    /// number of copies, whoever holds them; the bytes are compared only
+    /// with the same user's copy.
+    fn find_copy(
+        &self,
+        _shared: &Shared,
+        key: usize,
+        uid: u32,
+        bytes: &[u8],
+    ) -> Option<Arc<SectionCopy>> {
+        // The table changes only under the registry lock, which the caller
+        // holds: the copy stays in it while the bytes are compared, outside
+        // the table's spinlock.
+        let c = {
+            let guard = rcu::Guard::new();
+            self.copies.load(key, &guard)?.clone()
+        };
+        // A copy whose last user left but that could not be erased (for
+        // want of memory) is not found again.
+        if c.users.load(Ordering::Relaxed) == 0
+            || c.owner.uid != uid
+            || !same_bytes(&c.bytes, bytes)
+        {
+            return None;
+        }
+        c.users.fetch_add(1, Ordering::Relaxed);
+        Some(c)
     }
 
-    /// Drops one use of `copy`; the last one removes it from the table (the
-    /// memory goes when the last RCU-deferred section lets go of it).
-    fn put_copy(shared: &mut Shared, copy: &Arc<SectionCopy>) {
-        let Some(i) = shared.copies.iter().position(|(c, _)| Arc::ptr_eq(c, copy)) else {
+    /// Forgets `owner` if it holds nothing (a registration that failed
+    /// after creating it, or the last copy of the user gone).
+    fn forget_if_idle(&self, owner: &Arc<UserAccount>) {
+        if owner.bytes.load(Ordering::Relaxed) != 0 || owner.sections.load(Ordering::Relaxed) != 0 {
             return;
+        }
+        let same = {
+            let guard = rcu::Guard::new();
+            self.users
+                .load(owner.uid as usize, &guard)
+                .is_some_and(|a| Arc::ptr_eq(a, owner))
         };
-        let Some(entry) = shared.copies.get_mut(i) else {
-            return;
-        };
-        entry.1 -= 1;
-        if entry.1 == 0 {
-            let len = copy.bytes.len() as u64;
-            shared.bytes -= len;
-            COUNTERS.copies.fetch_sub(1, Ordering::Relaxed);
-            COUNTERS.bytes.fetch_sub(len, Ordering::Relaxed);
-            drop(shared.copies.remove(i));
+        // An account that cannot be erased now (no memory for the tree's
+        // nodes) stays, idle, and is used again by the user's next request.
+        if same {
+            let _ = self.users.erase(owner.uid as usize);
         }
     }
 
-    /// Erases `state`'s retired sections.
-    fn purge(shared: &mut Shared, state: &MmState) {
-        loop {
-            let mut victim = None;
-            {
+    /// `uid`'s account, created if the user holds nothing yet.
+    fn account(&self, uid: u32) -> Result<Arc<UserAccount>, Failure> {
+        {
+            let guard = rcu::Guard::new();
+            if let Some(a) = self.users.load(uid as usize, &guard) {
+                return Ok(a.clone());
+            }
+        }
+        let a = Arc::new(
+            UserAccount {
+                uid,
+                sections: AtomicU32::new(0),
+                bytes: AtomicU64::new(0),
+            },
+            GFP_KERNEL_ACCOUNT,
+        )
+        .map_err(|_| FAIL_MEM)?;
+        self.users
+            .insert_range(uid as usize, uid as usize, a.clone())
+            .map_err(|_| FAIL_MEM)?;
+        Ok(a)
+    }
+
+    /// Drops one use of `copy`; the last one removes it from the table and
+    /// uncharges its bytes (the memory goes when the last RCU-deferred
+    /// section lets go of it).  O(log n).
+    fn put_copy(&self, shared: &mut Shared, copy: &Arc<SectionCopy>) {
+        if copy.users.fetch_sub(1, Ordering::Relaxed) != 1 {
+            return;
+        }
+        // A copy that cannot be erased now (no memory for the tree's nodes)
+        // stays in the table, unused, until unload; `find_copy` skips it.
+        if copy.indexed {
+            let _ = self.copies.erase(copy.key);
+        }
+        let len = copy.bytes.len() as u64;
+        shared.bytes -= len;
+        COUNTERS.copies.fetch_sub(1, Ordering::Relaxed);
+        COUNTERS.bytes.fetch_sub(len, Ordering::Relaxed);
+        copy.owner.bytes.fetch_sub(len, Ordering::Relaxed);
+        // The sections and copies still waiting for a grace period keep
+        // their references to the account.
+        self.forget_if_idle(&copy.owner);
+    }
+
+    /// Erases `state`'s retired sections: one step of the RCU read lock
+    /// per section, rescheduling between steps.  A section that cannot be
+    /// erased now (no memory for the tree's nodes) stays, retired, for the
+    /// next purge or the mm's teardown.
+    fn purge(&self, shared: &mut Shared, state: &MmState) {
+        if state.retired.swap(0, Ordering::Relaxed) == 0 {
+            return;
+        }
+        let mut at = Some(0usize);
+        while at.is_some() {
+            let victim = {
                 let guard = rcu::Guard::new();
-                state.sections.for_each(0, usize::MAX, &guard, |s| {
-                    if victim.is_none() && s.dead.load(Ordering::Acquire) {
-                        victim = Some(s.text_start as usize);
-                    }
-                });
-            }
-            let Some(start) = victim else {
-                return;
+                state
+                    .sections
+                    .next(&mut at, &guard)
+                    .filter(|s| s.dead.load(Ordering::Acquire))
+                    .map(|s| s.text_start as usize)
             };
-            match state.sections.erase(start) {
-                Some(s) => Self::put_copy(shared, &s.copy),
-                None => return,
+            if let Some(start) = victim {
+                match state.sections.erase(start) {
+                    Ok(Some(s)) => self.put_copy(shared, &s.copy),
+                    Ok(None) => {}
+                    Err(_) => {
+                        state.retired.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
             }
+            resched();
         }
     }
 
-    /// Erases every section of `state`.
-    fn drain(shared: &mut Shared, state: &MmState) {
+    /// Erases every section of `state`; cannot fail.
+    fn drain(&self, shared: &mut Shared, state: &MmState) {
         state.sections.clear(|s| {
             state.retire(&s);
-            Self::put_copy(shared, &s.copy);
+            self.put_copy(shared, &s.copy);
+            resched();
         });
+        state.retired.store(0, Ordering::Relaxed);
     }
 
-    /// The mm is torn down: forget it.
-    fn release_mm(&self, mm: *const bindings::mm_struct) {
+    /// The mm whose notifier state is `state` is torn down: forget it.
+    fn release_mm(&self, state: &MmState, mm: *const bindings::mm_struct) {
         let mut shared = self.lock.lock();
-        let Some(erased) = self.index.erase(mm as usize) else {
-            return;
-        };
-        let state = erased.into_inner();
-        Self::drain(&mut shared, &state);
-        drop(shared);
-        // Drops the index's reference to the subscription.
-        drop(state);
+        self.drain(&mut shared, state);
+        // The index entry holds a reference to the subscription (and so to
+        // the `mm_struct`, which the subscription pins): if erasing it fails
+        // for want of memory, the empty state stays indexed until unload,
+        // and the mm's address cannot be reused meanwhile.
+        match self.index.erase(mm as usize) {
+            Ok(erased) => {
+                drop(shared);
+                drop(erased);
+            }
+            Err(_) => pr_warn_ratelimited!(
+                self.warn,
+                "out of memory at process exit: an empty entry stays until unload\n"
+            ),
+        }
     }
 
     /// Registers `req` for `mm`; returns the handle.
@@ -586,7 +787,7 @@ impl Registry {
         let copy = self.get_copy(bytes, req.sframe_addr)?;
         let result = self.insert(mm, req, text_start, text_end, &copy);
         if result.is_err() {
-            Self::put_copy(&mut self.lock.lock(), &copy);
+            self.put_copy(&mut self.lock.lock(), &copy);
         }
         result
     }
@@ -638,13 +839,16 @@ impl Registry {
                 "module unloading",
             ));
         }
-        Self::purge(&mut shared, &state);
+        self.purge(&mut shared, &state);
         if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm {
-            return Err(Failure::new(
-                ENOSPC,
-                SFRAME_FAIL_LIMIT,
-                "per-process limit (max_sections_per_mm) reached",
-            ));
+            return Err(limit("per-process limit (max_sections_per_mm) reached"));
+        }
+        let owner = &copy.owner;
+        if owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user {
+            return Err(limit("per-user limit (max_sections_per_user) reached"));
+        }
+        if COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections {
+            return Err(limit("module-wide limit (max_total_sections) reached"));
         }
         let handle = shared.next_handle;
         let section = Section {
@@ -655,10 +859,9 @@ impl Registry {
             copy: copy.clone(),
             dead: AtomicBool::new(false),
         };
-        if let Err(e) =
-            state
-                .sections
-                .insert_range(text_start, text_end - 1, section, Gfp::KernelAccount)
+        if let Err(e) = state
+            .sections
+            .insert_range(text_start, text_end - 1, section)
         {
             return Err(if e.error == EEXIST {
                 Failure::new(
@@ -673,6 +876,7 @@ impl Registry {
         if state.live.fetch_add(1, Ordering::Relaxed) == 0 {
             COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
         }
+        owner.sections.fetch_add(1, Ordering::Relaxed);
         let key = mm.as_raw() as usize;
         let indexed = {
             let guard = rcu::Guard::new();
@@ -680,7 +884,7 @@ impl Registry {
         };
         let extra = if indexed {
             Some(state)
-        } else if let Err(e) = self.index.insert_range(key, key, state, Gfp::Kernel) {
+        } else if let Err(e) = self.index.insert_range(key, key, state) {
             // Undo: the section is unreachable without the index entry.
             // Nothing else is in this tree (writers hold the lock, and an
             // unindexed state gets sections only here); empty it fully, so
@@ -727,40 +931,58 @@ impl Registry {
         let state = NotifierRef::get(&OPS, mm)
             .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
         let mut shared = self.lock.lock();
-        let mut start = None;
-        {
-            let guard = rcu::Guard::new();
-            let live = |s: &Section| !s.dead.load(Ordering::Acquire);
-            match which {
-                Which::Addr(a) => {
-                    if let Some(s) = usize::try_from(a)
-                        .ok()
-                        .and_then(|a| state.sections.load(a, &guard))
-                        .filter(|s| live(s))
-                    {
-                        start = Some(s.text_start as usize);
-                    }
-                }
-                Which::Handle(h) => state.sections.for_each(0, usize::MAX, &guard, |s| {
-                    if s.handle == h && live(s) {
-                        start = Some(s.text_start as usize);
-                    }
-                }),
+        let live = |s: &Section| !s.dead.load(Ordering::Acquire);
+        let start = match which {
+            Which::Addr(a) => {
+                let guard = rcu::Guard::new();
+                usize::try_from(a)
+                    .ok()
+                    .and_then(|a| state.sections.load(a, &guard))
+                    .filter(|s| live(s))
+                    .map(|s| s.text_start as usize)
             }
-        }
+            Which::Handle(h) => Self::find_live(&state, |s| s.handle == h && live(s)),
+        };
         // Writers hold the lock: the section found is still there.
-        let Some(s) = start.and_then(|start| state.sections.erase(start)) else {
-            return Err(not_found);
+        let s = match start.map(|start| state.sections.erase(start)) {
+            Some(Ok(Some(s))) => s,
+            Some(Err(e)) => {
+                return Err(Failure::new(
+                    e,
+                    SFRAME_FAIL_NOMEM,
+                    "cannot remove the section",
+                ))
+            }
+            Some(Ok(None)) | None => return Err(not_found),
         };
         state.retire(&s);
-        Self::put_copy(&mut shared, &s.copy);
+        // `retire` counted it for the next purge, but it is gone already.
+        state.retired.fetch_sub(1, Ordering::Relaxed);
+        self.put_copy(&mut shared, &s.copy);
         drop(shared);
         drop(s);
         drop(state);
         Ok(())
     }
 
-    /// The live registrations of `mm`.
+    /// The start of the first section of `state` that `pred` accepts: one
+    /// RCU read-side step per section, rescheduling between steps.
+    fn find_live(state: &MmState, pred: impl Fn(&Section) -> bool) -> Option<usize> {
+        let mut at = Some(0usize);
+        while at.is_some() {
+            {
+                let guard = rcu::Guard::new();
+                if let Some(s) = state.sections.next(&mut at, &guard).filter(|s| pred(s)) {
+                    return Some(s.text_start as usize);
+                }
+            }
+            resched();
+        }
+        None
+    }
+
+    /// The live registrations of `mm`.  `shared` counts only the same
+    /// user's registrations of the same bytes: copies are per user.
     pub(crate) fn list(&self, mm: &MmWithUser) -> Result<KVec<SframeSectionInfo>, Failure> {
         let mut out = KVec::new();
         if !self.indexed(mm) {
@@ -769,34 +991,36 @@ impl Registry {
         let state = NotifierRef::get(&OPS, mm)
             .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
         let mut shared = self.lock.lock();
-        Self::purge(&mut shared, &state);
+        self.purge(&mut shared, &state);
         // Sections are only added under the lock: this is the count.
         let n = state.live.load(Ordering::Relaxed) as usize;
         out.reserve(n, GFP_KERNEL).map_err(|_| FAIL_MEM)?;
-        let guard = rcu::Guard::new();
-        state.sections.for_each(0, usize::MAX, &guard, |s| {
-            if s.dead.load(Ordering::Acquire) {
-                return;
+        let mut at = Some(0usize);
+        while at.is_some() {
+            {
+                let guard = rcu::Guard::new();
+                if let Some(s) = state
+                    .sections
+                    .next(&mut at, &guard)
+                    .filter(|s| !s.dead.load(Ordering::Acquire))
+                {
+                    let users = s.copy.users.load(Ordering::Relaxed);
+                    let _ = out.push_within_capacity(SframeSectionInfo {
+                        handle: s.handle,
+                        text_start: s.text_start,
+                        text_end: s.text_end,
+                        sframe_addr: s.sframe_addr,
+                        sframe_len: s.copy.bytes.len() as u64,
+                        kernel_bytes: s.copy.bytes.capacity() as u64,
+                        version: s.copy.version,
+                        num_fdes: s.copy.num_fdes,
+                        shared: users.saturating_sub(1),
+                        reserved: 0,
+                    });
+                }
             }
-            let users = shared
-                .copies
-                .iter()
-                .find(|(c, _)| Arc::ptr_eq(c, &s.copy))
-                .map_or(1, |(_, u)| *u);
-            let _ = out.push_within_capacity(SframeSectionInfo {
-                handle: s.handle,
-                text_start: s.text_start,
-                text_end: s.text_end,
-                sframe_addr: s.sframe_addr,
-                sframe_len: s.copy.bytes.len() as u64,
-                kernel_bytes: s.copy.bytes.capacity() as u64,
-                version: s.copy.version,
-                num_fdes: s.copy.num_fdes,
-                shared: u32::try_from(users.saturating_sub(1)).unwrap_or(u32::MAX),
-                reserved: 0,
-            });
-        });
-        drop(guard);
+            resched();
+        }
         drop(shared);
         drop(state);
         Ok(out)
@@ -826,7 +1050,7 @@ impl Drop for RegistryHandle {
             shared.shutting_down = true;
             reg.index.clear(|erased| {
                 let state = erased.into_inner();
-                Registry::drain(&mut shared, &state);
+                reg.drain(&mut shared, &state);
                 drop(state);
             });
         }

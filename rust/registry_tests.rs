@@ -8,8 +8,8 @@ use kernel::prelude::*;
 #[kunit_tests(sframe_unwind_rcu_maple)]
 mod rcu_maple_tests {
     use crate::rcu_maple::{
-        Gfp,
-        RcuMapleTree, //
+        RcuMapleTree,
+        TreeValue, //
     };
     use core::sync::atomic::{
         AtomicUsize,
@@ -30,6 +30,49 @@ mod rcu_maple_tests {
         }
     }
 
+    // SAFETY: Dropping a `Value` only counts, which is safe in an RCU
+    // callback.
+    unsafe impl TreeValue for Value {
+        const DROP_AT_ERASE: bool = false;
+    }
+
+    /// A value dropped as soon as it is erased.
+    struct AtErase(u32);
+
+    static AT_ERASE_DROPS: AtomicUsize = AtomicUsize::new(0);
+
+    impl Drop for AtErase {
+        fn drop(&mut self) {
+            AT_ERASE_DROPS.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    // SAFETY: Dropping an `AtErase` invalidates nothing a reader could hold.
+    unsafe impl TreeValue for AtErase {
+        const DROP_AT_ERASE: bool = true;
+    }
+
+    /// Fails the `n`th fault-injection site the test thread reaches;
+    /// `false` without `CONFIG_FAULT_INJECTION`.
+    fn fail_nth(n: u32) -> bool {
+        // SAFETY: Sets the current task's own counter.
+        unsafe { crate::ffi::sframe_set_fail_nth(n) }
+    }
+
+    /// How many sites remain before the injected failure (0: it fired, or
+    /// none was armed).
+    fn fail_nth_left() -> u32 {
+        // SAFETY: Reads the current task's own counter.
+        unsafe { crate::ffi::sframe_fail_nth() }
+    }
+
+    fn count(t: &RcuMapleTree<Value>) -> usize {
+        let g = rcu::Guard::new();
+        let mut n = 0;
+        t.for_each(0, usize::MAX, &g, |_| n += 1);
+        n
+    }
+
     fn tree() -> Result<Pin<KBox<RcuMapleTree<Value>>>> {
         KBox::pin_init(RcuMapleTree::new(), GFP_KERNEL)
     }
@@ -37,18 +80,12 @@ mod rcu_maple_tests {
     #[test]
     fn insert_load_overlap() -> Result {
         let t = tree()?;
-        assert!(t
-            .insert_range(0x1000, 0x1fff, Value(1), Gfp::Kernel)
-            .is_ok());
-        assert!(t
-            .insert_range(0x3000, 0x3fff, Value(2), Gfp::Kernel)
-            .is_ok());
-        let e = t.insert_range(0x1800, 0x27ff, Value(3), Gfp::Kernel).err();
+        assert!(t.insert_range(0x1000, 0x1fff, Value(1)).is_ok());
+        assert!(t.insert_range(0x3000, 0x3fff, Value(2)).is_ok());
+        let e = t.insert_range(0x1800, 0x27ff, Value(3)).err();
         assert_eq!(e.map(|e| (e.value.0, e.error == EEXIST)), Some((3, true)));
-        assert!(t
-            .insert_range(0x2000, 0x2fff, Value(4), Gfp::Kernel)
-            .is_ok());
-        assert!(t.insert_range(9, 8, Value(5), Gfp::Kernel).is_err());
+        assert!(t.insert_range(0x2000, 0x2fff, Value(4)).is_ok());
+        assert!(t.insert_range(9, 8, Value(5)).is_err());
         let g = rcu::Guard::new();
         assert_eq!(t.load(0xfff, &g).map(|v| v.0), None);
         assert_eq!(t.load(0x1000, &g).map(|v| v.0), Some(1));
@@ -64,9 +101,7 @@ mod rcu_maple_tests {
         let t = tree()?;
         for i in (0..10u32).rev() {
             let base = 0x10000 * (i as usize + 1);
-            assert!(t
-                .insert_range(base, base + 0xfff, Value(i), Gfp::Kernel)
-                .is_ok());
+            assert!(t.insert_range(base, base + 0xfff, Value(i)).is_ok());
         }
         let g = rcu::Guard::new();
         let mut seen = KVec::new();
@@ -93,13 +128,12 @@ mod rcu_maple_tests {
     #[test]
     fn erase_defers_the_drop() -> Result {
         let t = tree()?;
-        assert!(t
-            .insert_range(0x1000, 0x1fff, Value(7), Gfp::Kernel)
-            .is_ok());
+        assert!(t.insert_range(0x1000, 0x1fff, Value(7)).is_ok());
         let before = DROPS.load(Ordering::Relaxed);
-        let e = t.erase(0x1800);
+        let e = t.erase(0x1800)?;
         assert_eq!(e.as_ref().map(|v| v.0), Some(7));
-        assert!(t.erase(0x1800).is_none());
+        assert!(t.erase(0x1800)?.is_none());
+        assert_eq!(DROPS.load(Ordering::Relaxed), before);
         {
             let g = rcu::Guard::new();
             assert!(t.load(0x1000, &g).is_none());
@@ -115,9 +149,7 @@ mod rcu_maple_tests {
         let t = tree()?;
         for i in 0..100u32 {
             let base = 0x1000 * (i as usize + 1);
-            assert!(t
-                .insert_range(base, base + 0x7ff, Value(i), Gfp::Kernel)
-                .is_ok());
+            assert!(t.insert_range(base, base + 0x7ff, Value(i)).is_ok());
         }
         let mut n = 0;
         t.clear(|e| {
@@ -131,11 +163,151 @@ mod rcu_maple_tests {
             t.for_each(0, usize::MAX, &g, |_| left += 1);
             assert_eq!(left, 0);
         }
-        assert!(t
-            .insert_range(0x1000, 0x1fff, Value(1), Gfp::Kernel)
-            .is_ok());
+        assert!(t.insert_range(0x1000, 0x1fff, Value(1)).is_ok());
+        t.clear(drop);
         drop(t);
         rcu::rcu_barrier();
+        Ok(())
+    }
+
+    #[test]
+    fn next_steps_through_every_range() -> Result {
+        let t = tree()?;
+        for i in 0..20u32 {
+            let base = 0x1000 * (i as usize + 1);
+            assert!(t.insert_range(base, base + 0xff, Value(i)).is_ok());
+        }
+        assert!(t
+            .insert_range(usize::MAX - 0xff, usize::MAX, Value(20))
+            .is_ok());
+        let mut at = Some(0usize);
+        let mut seen = 0u32;
+        while at.is_some() {
+            let g = rcu::Guard::new();
+            if let Some(v) = t.next(&mut at, &g) {
+                assert_eq!(v.0, seen);
+                seen += 1;
+            }
+        }
+        // The range ending at `usize::MAX` ends the walk rather than
+        // wrapping to the start.
+        assert_eq!(seen, 21);
+        t.clear(drop);
+        Ok(())
+    }
+
+    #[test]
+    fn at_erase_values_drop_at_once() -> Result {
+        let t = KBox::pin_init(RcuMapleTree::<AtErase>::new(), GFP_KERNEL)?;
+        assert!(t.insert_range(0x1000, 0x1fff, AtErase(1)).is_ok());
+        assert!(t.insert_range(0x3000, 0x3fff, AtErase(2)).is_ok());
+        let before = AT_ERASE_DROPS.load(Ordering::Relaxed);
+        let e = t.erase(0x1000)?;
+        assert_eq!(e.as_ref().map(|v| v.0), Some(1));
+        drop(e);
+        assert_eq!(AT_ERASE_DROPS.load(Ordering::Relaxed), before + 1);
+        let v = t.erase(0x3000)?.map(|e| e.into_inner());
+        assert_eq!(v.as_ref().map(|v| v.0), Some(2));
+        assert_eq!(AT_ERASE_DROPS.load(Ordering::Relaxed), before + 1);
+        drop(v);
+        assert_eq!(AT_ERASE_DROPS.load(Ordering::Relaxed), before + 2);
+        rcu::rcu_barrier();
+        Ok(())
+    }
+
+    /// Inserts and erases with each allocation failing in turn: a failed
+    /// insert hands the value back and leaves the tree as it was; an erase
+    /// either removes the range or reports `ENOMEM` and leaves it (the tree
+    /// still owning it); every value is dropped exactly once.
+    #[test]
+    fn allocation_failures_keep_the_tree_whole() -> Result {
+        if !fail_nth(0) {
+            // No CONFIG_FAULT_INJECTION: nothing to inject.
+            return Ok(());
+        }
+        let t = tree()?;
+        let before = DROPS.load(Ordering::Relaxed);
+        let (mut inserted, mut insert_failed) = (0usize, 0usize);
+        let (mut fired_in_insert, mut fired_in_erase) = (0usize, 0usize);
+        for i in 0..64u32 {
+            let base = 0x10000 * (i as usize + 1);
+            fail_nth(i % 8 + 1);
+            let r = t.insert_range(base, base + 0xfff, Value(i));
+            if fail_nth_left() == 0 {
+                fired_in_insert += 1;
+            }
+            fail_nth(0);
+            let ok = r.is_ok();
+            match r {
+                Ok(()) => inserted += 1,
+                Err(e) => {
+                    assert!(e.error == ENOMEM);
+                    assert_eq!(e.value.0, i);
+                    insert_failed += 1;
+                }
+            }
+            let g = rcu::Guard::new();
+            assert_eq!(t.load(base, &g).is_some(), ok);
+        }
+        assert_eq!(count(&t), inserted);
+        let mut erased = 0usize;
+        for i in 0..64u32 {
+            let base = 0x10000 * (i as usize + 1);
+            let present = {
+                let g = rcu::Guard::new();
+                t.load(base, &g).is_some()
+            };
+            fail_nth(i % 4 + 1);
+            let r = t.erase(base + 0x10);
+            let left = fail_nth_left();
+            fail_nth(0);
+            if left == 0 {
+                fired_in_erase += 1;
+            }
+            let g = rcu::Guard::new();
+            match r {
+                Ok(Some(e)) => {
+                    assert!(present);
+                    assert_eq!(e.0, i);
+                    assert!(t.load(base, &g).is_none());
+                    drop(e);
+                    erased += 1;
+                }
+                Ok(None) => assert!(!present),
+                Err(e) => {
+                    assert!(e == ENOMEM);
+                    assert!(t.load(base, &g).is_some());
+                }
+            }
+        }
+        // Whatever was left (an erase that failed) goes with `clear`, which
+        // does not allocate: an armed failure is still armed after it.
+        let left = count(&t);
+        assert_eq!(left + erased, inserted);
+        fail_nth(1);
+        let mut cleared = 0usize;
+        t.clear(|e| {
+            cleared += 1;
+            drop(e);
+        });
+        let still_armed = fail_nth_left();
+        fail_nth(0);
+        assert_eq!(still_armed, 1);
+        assert_eq!(cleared, left);
+        drop(t);
+        rcu::rcu_barrier();
+        assert_eq!(DROPS.load(Ordering::Relaxed) - before, 64);
+        // The injected failures reached the tree's allocations (whether a
+        // failed allocation fails the insert depends on failslab's
+        // ignore-gfp-wait, which tests/guest/20-kunit.sh turns off).
+        assert!(fired_in_insert > 0);
+        assert!(fired_in_erase > 0);
+        pr_info!(
+            "fault injection: {} of 64 inserts met a failure, {} failed; {} erases met one\n",
+            fired_in_insert,
+            insert_failed,
+            fired_in_erase
+        );
         Ok(())
     }
 }

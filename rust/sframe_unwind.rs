@@ -62,6 +62,18 @@ module! {
             default: 268435456,
             description: "Most kernel bytes held for distinct sections, module-wide (ENOSPC beyond)",
         },
+        max_total_sections: u64 {
+            default: 262144,
+            description: "Most registered sections, module-wide (ENOSPC beyond)",
+        },
+        max_bytes_per_user: u64 {
+            default: 33554432,
+            description: "Most kernel bytes held for one user's sections (ENOSPC beyond)",
+        },
+        max_sections_per_user: u32 {
+            default: 16384,
+            description: "Most registered sections of one user (ENOSPC beyond)",
+        },
         unwind_fp_only: u32 {
             default: 0,
             description: "Benchmarks only: ignore SFrame rows, unwind by frame pointers",
@@ -96,6 +108,9 @@ impl kernel::InPlaceModule for SframeModule {
             max_section_bytes: module_parameters::max_section_bytes.value(),
             max_sections_per_mm: module_parameters::max_sections_per_mm.value(),
             max_total_bytes: module_parameters::max_total_bytes.value(),
+            max_total_sections: module_parameters::max_total_sections.value(),
+            max_bytes_per_user: module_parameters::max_bytes_per_user.value(),
+            max_sections_per_user: module_parameters::max_sections_per_user.value(),
         };
         // The registry exists before the device: an ioctl may come at once.
         try_pin_init!(Self {

@@ -39,4 +39,17 @@ struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
 /* cond_resched() is a macro. */
 void sframe_cond_resched(void);
 
+/* The RCU maple tree (rust/rcu_maple.rs). */
+struct maple_tree;
+void *sframe_mt_erase(struct maple_tree *mt, unsigned long index, bool *erased);
+void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *arg), void *arg);
+
+/* Registry accounting (rust/registry.rs). */
+u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1);
+u32 sframe_current_kuid(void);
+
+/* Fault injection for KUnit (current->fail_nth). */
+bool sframe_set_fail_nth(unsigned int n);
+unsigned int sframe_fail_nth(void);
+
 #endif

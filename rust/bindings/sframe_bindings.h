@@ -12,6 +12,7 @@
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
 #include <linux/perf_event.h>
+#include <linux/random.h>
 #include <linux/rcupdate.h>
 #include <linux/srcu.h>
 #include <linux/uaccess.h>

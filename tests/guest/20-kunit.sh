@@ -3,6 +3,11 @@
 # runs them (CONFIG_KUNIT_DEFAULT_ENABLED); results come from debugfs, KTAP.
 . "$SFRAME_SRC/tests/lib.sh"
 
+# The registry's fault-injection test fails its own allocations through
+# fail-nth; let that reach GFP_KERNEL allocations too (failslab skips
+# allocations that may sleep by default).
+failslab=/sys/kernel/debug/failslab/ignore-gfp-wait
+[ -w $failslab ] && echo N >$failslab
 if ! insmod "$SFRAME_TEST_KO"; then
 	_result "not ok" "insmod sframe_unwind_test"
 	exit 0
@@ -32,4 +37,5 @@ for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
 	esac
 done
 [ "$suites" -gt 0 ] || _result "not ok" "kunit: no sframe_unwind suites in debugfs"
+[ -w $failslab ] && echo Y >$failslab
 check "rmmod sframe_unwind_test" rmmod sframe_unwind_test
