@@ -45,6 +45,15 @@ check "insmod with max_sections_per_mm=4 and max_total_bytes of one section" \
 check "limits: ENOSPC per process and module-wide" "$R" limits
 check "rmmod" rmmod sframe_unwind
 
+# Per-user limits: 256 sections and 64 distinct copies a user; 16 other
+# users hold 64 copies each while the first user's process exits.
+len=$("$R" sframe-len)
+check "insmod with max_sections_per_user=256 and max_bytes_per_user of 64 copies" \
+	insmod "$SFRAME_KO" max_sections_per_user=256 max_bytes_per_user=$((64 * (len + 4) + len / 2))
+check_show "limits: one user fills its own, others still register, no sharing across users" \
+	"$R" userlimits 256 64 16
+check "rmmod" rmmod sframe_unwind
+
 # Registrations belong to the mm, not the file: rmmod frees them while their
 # process lives on, and the process exits cleanly afterwards.
 hold() {

@@ -772,6 +772,174 @@ static int case_pidfd(void)
 	return 0;
 }
 
+/*
+ * A copy of O's .sframe made distinct by a 4-byte auxiliary header holding
+ * N (decoders skip the auxiliary header); *LEN gets its length.
+ */
+static uint8_t *variant(const struct object *o, uint32_t n, uint64_t *len)
+{
+	const uint8_t *src = (const void *)(uintptr_t)o->sframe;
+	size_t head = 28 + src[7], rest = o->sframe_len - head;
+	uint8_t *v = malloc(o->sframe_len + 4);
+
+	check(v && src[7] <= 251, "variant");
+	memcpy(v, src, head);
+	memcpy(v + head, &n, 4);
+	memcpy(v + head + 4, src + head, rest);
+	v[7] += 4;
+	*len = o->sframe_len + 4;
+	return v;
+}
+
+/*
+ * Registers variant N of O for the one-byte text range I bytes after the
+ * start of case_self(): inside the span of the section's functions (more
+ * than a thousand bytes of code follow it).
+ */
+static int reg_variant(const struct object *o, uint32_t n, unsigned int i)
+{
+	uint64_t len;
+	uint8_t *v = variant(o, n, &len);
+	uint64_t text = (uintptr_t)case_self + i;
+	int ret = reg_raw(-1, v, len, o->sframe, text, text + 1, NULL);
+
+	free(v);
+	return ret;
+}
+
+static int limit_sections, limit_copies, pipe_ready[2], pipe_go[2], pipe_others[2];
+
+/* Runs FN(ARG) in a child with UID; returns the child's pid. */
+static pid_t as_user(uid_t uid, int (*fn)(long), long arg)
+{
+	pid_t pid = fork();
+
+	check(pid >= 0, "fork");
+	if (pid == 0) {
+		/* Only the parent writes: readers see EOF when it closes. */
+		close(pipe_go[1]);
+		close(pipe_others[1]);
+		check(!setresgid(uid, uid, uid) && !setresuid(uid, uid, uid), "setresuid");
+		_exit(fn(arg));
+	}
+	return pid;
+}
+
+static void wait_ok(pid_t pid, const char *what)
+{
+	int status;
+
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+	      "%s failed", what);
+}
+
+
+/*
+ * The first user: fills its byte limit with LIMIT_COPIES distinct copies,
+ * then its section limit with more registrations of copy 0, then waits.
+ */
+static int user_fill(long unused)
+{
+	struct object o = self();
+	struct sframe_section_info info[MAX_LIST];
+	int i, n, shared = 0;
+	char c = 'y';
+
+	(void)unused;
+	for (i = 0; i < limit_copies; i++)
+		expect(reg_variant(&o, i, i), 0, "a distinct copy within the user's byte limit");
+	expect(reg_variant(&o, i, i), -ENOSPC, "one copy over max_bytes_per_user");
+	for (; i < limit_sections; i++)
+		expect(reg_variant(&o, 0, i), 0, "a shared copy within the user's section limit");
+	expect(reg_variant(&o, 0, i), -ENOSPC, "one section over max_sections_per_user");
+	n = list_pid(-1, info);
+	check(n == limit_sections, "listed %d sections, want %d", n, limit_sections);
+	for (i = 0; i < MAX_LIST && i < n; i++)
+		shared = (int)info[i].shared > shared ? (int)info[i].shared : shared;
+	check(shared == limit_sections - limit_copies, "copy 0 shared by %d, want %d", shared,
+	      limit_sections - limit_copies);
+	check(write(pipe_ready[1], &c, 1) == 1, "ready");
+	(void)!read(pipe_go[0], &c, 1);	/* until the parent says */
+	return 0;
+}
+
+/* The same user in another process: its limits are the user's, not the process's. */
+static int user_same(long unused)
+{
+	struct object o = self();
+
+	(void)unused;
+	expect(reg_variant(&o, 0, 0), -ENOSPC, "same user, another process: section limit");
+	return 0;
+}
+
+/*
+ * Another user registers the bytes the first user holds: copies of its own,
+ * held until the parent closes the pipe.
+ */
+static int user_other(long copies)
+{
+	struct object o = self();
+	struct sframe_section_info info[MAX_LIST];
+	struct sframe_stats before = stats(), after;
+	char c = 'y';
+	int i;
+
+	for (i = 0; i < copies; i++)
+		expect(reg_variant(&o, i, i), 0, "another user registers");
+	after = stats();
+	check(after.copies == before.copies + copies, "the other user's copies are its own");
+	expect(list_pid(-1, info), copies, "the other user's list");
+	check(info[0].shared == 0, "sharing seen across users");
+	check(write(pipe_ready[1], &c, 1) == 1, "ready");
+	(void)!read(pipe_others[0], &c, 1);
+	return 0;
+}
+
+/*
+ * Per-user limits (the module loaded with max_sections_per_user=SECTIONS and
+ * max_bytes_per_user of COPIES variants): one user fills both, its other
+ * processes are refused, other users still register, and nothing is shared
+ * across users.  Then with USERS more users holding COPIES copies each, the
+ * first user's process exits within a second.
+ */
+static int case_userlimits(int sections, int copies, int users)
+{
+	struct sframe_stats s;
+	double t0, t;
+	pid_t fill, others[users > 0 ? users : 1];
+	char c;
+	int u;
+
+	limit_sections = sections;
+	limit_copies = copies;
+	check(!pipe(pipe_ready) && !pipe(pipe_go) && !pipe(pipe_others), "pipe");
+	fill = as_user(60001, user_fill, 0);
+	check(read(pipe_ready[0], &c, 1) == 1, "the first user failed to fill its limits");
+	check(stats().failures[SFRAME_FAIL_LIMIT] >= 2, "FAIL_LIMIT not counted");
+	wait_ok(as_user(60001, user_same, 0), "same user");
+	for (u = 0; u < users; u++) {
+		others[u] = as_user(60002 + u, user_other, copies);
+		check(read(pipe_ready[0], &c, 1) == 1, "another user failed to register");
+	}
+	s = stats();
+	check(s.copies == (uint64_t)copies * (users + 1), "copies held: %llu",
+	      (unsigned long long)s.copies);
+	t0 = now();
+	check(write(pipe_go[1], &c, 1) == 1, "go");
+	wait_ok(fill, "the first user");
+	t = now() - t0;
+	printf("a process with %d sections exited in %.3f s while %llu copies were held\n",
+	       sections, t, (unsigned long long)s.copies);
+	check(t < 1.0, "exit took %.3f s", t);
+	close(pipe_others[1]);
+	for (u = 0; u < users; u++)
+		wait_ok(others[u], "another user");
+	s = stats();
+	check(s.sections == 0 && s.copies == 0 && s.bytes == 0, "counters not back to zero");
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	const char *what = argc > 1 ? argv[1] : "self";
@@ -809,6 +977,8 @@ int main(int argc, char **argv)
 		return case_pidfd();
 	if (!strcmp(what, "bench"))
 		return case_bench(n ? n : 20);
+	if (!strcmp(what, "userlimits"))
+		return case_userlimits(n, argc > 3 ? atoi(argv[3]) : 0, argc > 4 ? atoi(argv[4]) : 0);
 	if (!strcmp(what, "hold")) {
 		/* Register, close the device, live until killed. */
 		struct object o = self();
