@@ -351,8 +351,12 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 /// The unwind row for `pc` in `mm`, copied out.  Any context (NMI
 /// included), no lock; RCU is not held after the return.  For walks that
 /// may fault between lookups; [`with_walk_rows`] is cheaper where none does.
-pub(crate) fn find_row(mm: *const bindings::mm_struct, pc: u64) -> Option<sframe::Row> {
-    with_walk_rows(mm, |rows| rows.find_row(pc))
+pub(crate) fn find_row(
+    mm: *const bindings::mm_struct,
+    pc: u64,
+    budget: &mut sframe::Budget,
+) -> Option<sframe::Row> {
+    with_walk_rows(mm, |rows| rows.find_row(pc, budget))
 }
 
 /// The rows of one mm for one walk that does not sleep: the RCU read lock
@@ -388,8 +392,8 @@ impl<'g> WalkRows<'g> {
         Some((s, parsed))
     }
 
-    /// The unwind row for `pc`.
-    pub(crate) fn find_row(&mut self, pc: u64) -> Option<sframe::Row> {
+    /// The unwind row for `pc`, the search paid from the walk's `budget`.
+    pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
         let hit = self
             .last
             .as_ref()
@@ -398,7 +402,7 @@ impl<'g> WalkRows<'g> {
             self.last = Self::lookup(self.state?, pc, self.guard);
         }
         let (_, parsed) = self.last.as_ref()?;
-        parsed.find_row(pc).ok().flatten()
+        parsed.find_row_within(pc, budget).ok().flatten()
     }
 }
 

@@ -145,6 +145,8 @@ mod counter_tests {
             (Stop::SpanExceeded, SFRAME_UNWIND_END_BAD_STEP),
             (Stop::BadReturnAddress, SFRAME_UNWIND_END_BAD_STEP),
             (Stop::Unsupported, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::Budget, SFRAME_UNWIND_END_BUDGET),
+            (Stop::SignalLimit, SFRAME_UNWIND_END_SIGNAL_LIMIT),
         ];
         for (stop, slot) in ends {
             assert_eq!(end_counter(stop), slot);
@@ -185,16 +187,28 @@ mod perf_tests {
     use super::sframe::{
         unwind::{
             walk_amd64,
+            walk_amd64_metered,
+            FrameSource,
             Lookup,
             Memory,
             Regs,
             Stop,
             WalkLimits,
-            ENTRY_ROW, //
+            DEFERRED_MAX_WORK,
+            ENTRY_ROW,
+            MAX_SIGNAL_FRAMES,
+            RT_SIGRETURN_INSNS,
+            SAMPLE_MAX_WORK, //
         },
+        Budget,
         CfaRule,
         Row, //
     };
+    use super::uapi::{
+        SFRAME_UNWIND_END_BUDGET,
+        SFRAME_UNWIND_END_SIGNAL_LIMIT, //
+    };
+    use super::unwind_counters::end_counter;
     use kernel::prelude::*;
 
     /// A `perf_callchain_entry` (`u64 nr; u64 ip[]`) with room for 8 entries.
@@ -295,10 +309,7 @@ mod perf_tests {
         {
             // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
             let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
-            let limits = WalkLimits {
-                max_frames: 64,
-                max_span: 1 << 20,
-            };
+            let limits = WalkLimits::unbudgeted(64, 1 << 20);
             let regs = Regs {
                 pc: 0x40_0000,
                 sp: base,
@@ -315,5 +326,119 @@ mod perf_tests {
         }
         assert_eq!(chain.words[..5], [3, 0x40_0000, 0x40_1001, 0x40_1002, 0]);
         Ok(())
+    }
+
+    /// A stack of words, and the `rt_sigreturn` trampoline's bytes at one
+    /// address: the text a forged signal frame chain needs.
+    struct Forged<'a> {
+        stack: Stack<'a>,
+        trampoline: u64,
+    }
+
+    impl Memory for Forged<'_> {
+        fn read_u64(&mut self, addr: u64) -> Option<u64> {
+            self.stack.read_u64(addr)
+        }
+
+        fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+            if addr != self.trampoline || buf.len() != RT_SIGRETURN_INSNS.len() {
+                return false;
+            }
+            buf.copy_from_slice(&RT_SIGRETURN_INSNS);
+            true
+        }
+    }
+
+    /// No SFrame coverage anywhere.
+    struct NoRows;
+
+    impl Lookup for NoRows {
+        fn row(&mut self, _pc: u64) -> Option<Row> {
+            None
+        }
+    }
+
+    #[test]
+    fn forged_signal_frames_end_at_the_module_limit() {
+        // The sample is at the trampoline; the `ucontext` at SP sends the
+        // walk back to the trampoline with the same SP, forever: only the
+        // limit on signal frames ends it. `uc_mcontext` is 40 bytes in,
+        // and rbp, rsp, rip are its 11th, 16th and 17th words.
+        let base = 0x7ff0_0000_0000u64;
+        let tramp = 0x40_2000u64;
+        let mut words = [0u64; 22];
+        words[20] = base;
+        words[21] = tramp;
+        let mut mem = Forged {
+            stack: Stack {
+                base,
+                words: &words,
+            },
+            trampoline: tramp,
+        };
+        let regs = Regs {
+            pc: tramp,
+            sp: base,
+            fp: 0,
+        };
+        let limits = WalkLimits::sample(127, 64 << 20);
+        let mut signals = 0u32;
+        let walked = walk_amd64_metered(regs, &limits, &mut NoRows, &mut mem, &mut |_, src| {
+            if src == FrameSource::SignalFrame {
+                signals += 1;
+            }
+            true
+        });
+        assert_eq!(walked.stop, Stop::SignalLimit);
+        assert_eq!(signals, MAX_SIGNAL_FRAMES);
+        assert_eq!(walked.frames, 1 + MAX_SIGNAL_FRAMES);
+        assert_eq!(end_counter(walked.stop), SFRAME_UNWIND_END_SIGNAL_LIMIT);
+    }
+
+    /// Every lookup costs what a scan of 1,000 FREs does.
+    struct Costly;
+
+    impl Lookup for Costly {
+        fn row(&mut self, pc: u64) -> Option<Row> {
+            Frames16.row(pc)
+        }
+
+        fn row_within(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+            if !budget.charge(1000) {
+                return None;
+            }
+            self.row(pc)
+        }
+    }
+
+    #[test]
+    fn costly_lookups_end_at_the_module_budget() {
+        // 127 frames of 16 bytes, each returning into the next.
+        let base = 0x7ff0_0000_0000u64;
+        let mut words = [0u64; 256];
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = if i % 2 == 1 { 0x40_1000 + i as u64 } else { 0 };
+        }
+        let mut mem = Stack {
+            base,
+            words: &words,
+        };
+        let regs = Regs {
+            pc: 0x40_0000,
+            sp: base,
+            fp: 0,
+        };
+        let limits = WalkLimits::sample(127, 64 << 20);
+        let walked = walk_amd64_metered(regs, &limits, &mut Costly, &mut mem, &mut |_, _| true);
+        assert_eq!(walked.stop, Stop::Budget);
+        assert!(walked.work <= SAMPLE_MAX_WORK);
+        // Each frame: one lookup (1,000 units) and one read of its RA.
+        assert_eq!(walked.frames, 1 + SAMPLE_MAX_WORK / 1001);
+        assert_eq!(end_counter(walked.stop), SFRAME_UNWIND_END_BUDGET);
+        // The deferred path's budget goes further on the same stack.
+        let limits = WalkLimits::deferred(127, 64 << 20);
+        let walked = walk_amd64_metered(regs, &limits, &mut Costly, &mut mem, &mut |_, _| true);
+        assert_eq!(walked.stop, Stop::Budget);
+        assert_eq!(walked.frames, 1 + DEFERRED_MAX_WORK / 1001);
     }
 }

@@ -42,7 +42,8 @@ use crate::{
             Regs,
             WalkLimits, //
         },
-        Row,
+        Budget,
+        Row, //
     },
     uapi::{
         SFRAME_CTL_HOOK_DEFERRED,
@@ -78,15 +79,15 @@ pub(crate) fn set_fp_only(on: bool) {
 /// bound on the work of a walk through a corrupt stack.
 const MAX_SPAN: u64 = 64 << 20;
 
-/// Where a walk's rows come from.
+/// Where a walk's rows come from, the lookups paid from the walk's budget.
 trait Rows {
-    fn find_row(&mut self, pc: u64) -> Option<Row>;
+    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row>;
 }
 
 /// The sample path: one RCU read-side section for the whole walk.
 impl Rows for &mut registry::WalkRows<'_> {
-    fn find_row(&mut self, pc: u64) -> Option<Row> {
-        registry::WalkRows::find_row(self, pc)
+    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+        registry::WalkRows::find_row(self, pc, budget)
     }
 }
 
@@ -95,8 +96,8 @@ impl Rows for &mut registry::WalkRows<'_> {
 struct MmRows(*const kernel::bindings::mm_struct);
 
 impl Rows for MmRows {
-    fn find_row(&mut self, pc: u64) -> Option<Row> {
-        registry::find_row(self.0, pc)
+    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+        registry::find_row(self.0, pc, budget)
     }
 }
 
@@ -109,10 +110,14 @@ struct RegistryLookup<R: Rows, M: Memory> {
 
 impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
     fn row(&mut self, pc: u64) -> Option<Row> {
+        self.row_within(pc, &mut Budget::unlimited())
+    }
+
+    fn row_within(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
         if FP_ONLY.load(Ordering::Relaxed) {
             return None;
         }
-        self.rows.find_row(pc)
+        self.rows.find_row(pc, budget)
     }
 
     /// A return address is trusted when the instruction before it is a
@@ -209,12 +214,10 @@ unsafe extern "C" fn perf_callchain_user_sframe(
     let start = unsafe { start_regs(regs) };
     // SAFETY: Reads `current->mm`, checked non-null with sections by the hook.
     let mm = unsafe { ffi::sframe_current_mm() }.cast();
-    let limits = WalkLimits {
-        // The original stores the PC even when the chain is full (and the
-        // store fails): one frame at least, so the first store is tried.
-        max_frames: entry.room().max(1),
-        max_span: MAX_SPAN,
-    };
+    // The original stores the PC even when the chain is full (and the
+    // store fails): one frame at least, so the first store is tried. The
+    // work budget bounds the time spent here with interrupts off.
+    let limits = WalkLimits::sample(entry.room().max(1), MAX_SPAN);
     let mut tally = Tally::default();
     // Nothing here sleeps: `copy_from_user_nmi()` reads do not fault pages in.
     let stop = registry::with_walk_rows(mm, |rows| {
@@ -301,10 +304,7 @@ unsafe extern "C" fn unwind_user_sframe(
         rows: MmRows(mm),
         mem: lookup_mem,
     };
-    let limits = WalkLimits {
-        max_frames: max_entries,
-        max_span: MAX_SPAN,
-    };
+    let limits = WalkLimits::deferred(max_entries, MAX_SPAN);
     let entries = trace.entries;
     let mut nr: u32 = 0;
     let mut tally = Tally::default();

@@ -57,6 +57,8 @@ pub(crate) fn end_counter(stop: Stop) -> usize {
         Stop::MaxFrames | Stop::Consumer => SFRAME_UNWIND_END_MAX_FRAMES,
         Stop::ReadFault => SFRAME_UNWIND_END_FAULT,
         Stop::NoCoverage => SFRAME_UNWIND_END_NO_COVERAGE,
+        Stop::Budget => SFRAME_UNWIND_END_BUDGET,
+        Stop::SignalLimit => SFRAME_UNWIND_END_SIGNAL_LIMIT,
         Stop::CfaNotIncreasing
         | Stop::Misaligned
         | Stop::SpanExceeded

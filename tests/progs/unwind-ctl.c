@@ -22,7 +22,8 @@ static const char *const names[] = {
 	"walks_sample", "walks_deferred", "frames_sframe", "frames_fp",
 	"frames_entry", "frames_signal", "end_outermost", "end_max_frames",
 	"end_bad_step", "end_fault", "end_no_coverage", "ns_sample",
-	"ns_deferred", "frames_sample", "frames_deferred",
+	"ns_deferred", "frames_sample", "frames_deferred", "end_budget",
+	"end_signal_limit",
 };
 
 static int control(int dev, unsigned int mask, unsigned int value, unsigned int *out)

@@ -6,7 +6,8 @@ mod common;
 
 use common::{ctl, sample_fdes, FdeB, FreB, SectionB};
 use sframe::{
-    Abi, CfaRule, Error, FdeType, PcType, Reg, RegRule, Row, Section, Version, MAX_FRES_SCANNED,
+    Abi, Budget, CfaRule, Error, FdeType, PcType, Reg, RegRule, Row, Section, Version,
+    MAX_FRES_SCANNED,
 };
 
 const ADDR: u64 = 0x400238;
@@ -461,6 +462,77 @@ fn fre_scan_is_capped() {
     );
 }
 
+#[test]
+fn lookups_pay_from_a_budget() {
+    // One function of 600 FREs, two bytes apart; CFA = SP + 8 throughout.
+    let n = 600u32;
+    let fres: Vec<_> = (0..n).map(|i| FreB::sp(i * 2, 8)).collect();
+    let mut fde = FdeB::new(0x100000, n * 2, fres);
+    fde.fre_type = 1;
+    let data = SectionB::v2(0, vec![fde]).build();
+    let sec = Section::parse(&data, 0).unwrap();
+    validate(&sec).unwrap();
+    // The 501st FRE: the search (one FDE, one probe) and 502 FREs read
+    // (the one after it shows where the row ends).
+    let pc = 0x100000 + 2 * 500;
+    let mut budget = Budget::new(10_000, MAX_FRES_SCANNED);
+    assert_eq!(sec.find_row_within(pc, &mut budget), Ok(Some(sp(8))));
+    assert_eq!((budget.spent(), budget.exhausted()), (1 + 502, false));
+    // A smaller cap per lookup: the PC is beyond it, as beyond 1024 FREs
+    // for `find_row`; the budget is not exhausted, the FREs are paid.
+    let mut budget = Budget::new(10_000, 256);
+    assert_eq!(
+        sec.find_row_within(pc, &mut budget),
+        Err(Error::TooManyFres)
+    );
+    assert_eq!((budget.spent(), budget.exhausted()), (1 + 256, false));
+    // Fewer units left than the scan needs: it stops when they run out.
+    let mut budget = Budget::new(300, MAX_FRES_SCANNED);
+    assert_eq!(
+        sec.find_row_within(pc, &mut budget),
+        Err(Error::BudgetExhausted)
+    );
+    assert_eq!((budget.spent(), budget.exhausted()), (300, true));
+    // Exhausted: nothing more is done or paid.
+    assert_eq!(
+        sec.find_row_within(0x100000, &mut budget),
+        Err(Error::BudgetExhausted)
+    );
+    assert_eq!(budget.spent(), 300);
+    // Not even the search can be paid for.
+    let mut budget = Budget::new(0, MAX_FRES_SCANNED);
+    assert_eq!(
+        sec.find_row_within(0x100000, &mut budget),
+        Err(Error::BudgetExhausted)
+    );
+    // `find_row` is an unlimited budget: same answers as before budgets.
+    assert_eq!(sec.find_row(pc), Ok(Some(sp(8))));
+}
+
+#[test]
+fn the_search_is_charged_its_worst_case() {
+    // 3,000 FDEs: a binary search probes at most 12 (2^11 <= 3000 < 2^12).
+    let data = SectionB::v2(
+        0,
+        (0..3000u64)
+            .map(|i| FdeB::new(0x10000 + i * 16, 16, vec![FreB::sp(0, 8)]))
+            .collect(),
+    )
+    .build();
+    let sec = Section::parse(&data, 0).unwrap();
+    for pc in [0x10000, 0x10000 + 1234 * 16 + 3, 0x10000 + 2999 * 16] {
+        let mut budget = Budget::new(100, MAX_FRES_SCANNED);
+        assert_eq!(sec.find_row_within(pc, &mut budget), Ok(Some(sp(8))));
+        assert_eq!(budget.spent(), 12 + 1);
+    }
+    let mut budget = Budget::new(11, MAX_FRES_SCANNED);
+    assert_eq!(
+        sec.find_row_within(0x10000, &mut budget),
+        Err(Error::BudgetExhausted)
+    );
+    assert_eq!(budget.spent(), 0);
+}
+
 // ---- Corruption: each error variant, provoked.
 
 fn parse_err(data: &[u8]) -> Error {
@@ -767,6 +839,7 @@ fn error_texts() {
         Error::CountMismatch,
         Error::FreLenMismatch,
         Error::TooManyFres,
+        Error::BudgetExhausted,
         Error::UnsupportedRows,
     ];
     let mut texts: Vec<&str> = all.iter().map(|e| e.as_str()).collect();

@@ -1,14 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Property tests: no input makes the decoder panic, steps only move up,
-//! walks end within their frame limit.
+//! walks end within their frame limit, their signal frame limit and their
+//! work budget.
 
 mod common;
 
+use common::hostile::{deep_chain, sigreturn_chain, SectionRows};
 use common::{harness, sample_fdes, SectionB};
 use proptest::prelude::*;
-use sframe::unwind::{step_amd64, walk_amd64, Lookup, Memory, Regs, WalkLimits};
-use sframe::{CfaRule, Reg, RegRule, Row};
+use sframe::unwind::{
+    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Memory, Regs, WalkLimits,
+};
+use sframe::{CfaRule, Reg, RegRule, Row, Section};
 
 fn sections() -> Vec<Vec<u8>> {
     vec![
@@ -23,6 +27,8 @@ fn sections() -> Vec<Vec<u8>> {
 struct HashMem {
     seed: u64,
     small: bool,
+    /// Reads asked for.
+    reads: u64,
 }
 
 impl HashMem {
@@ -44,9 +50,11 @@ impl HashMem {
 
 impl Memory for HashMem {
     fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        self.reads += 1;
         self.word(addr)
     }
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.reads += 1;
         for (i, b) in buf.iter_mut().enumerate() {
             match self.word(addr.wrapping_add(i as u64)) {
                 Some(w) => *b = w as u8,
@@ -60,16 +68,24 @@ impl Memory for HashMem {
 struct HashLookup {
     seed: u64,
     rows: Vec<Row>,
+    /// Questions asked: rows, function starts, text checks.
+    questions: u64,
 }
 
 impl Lookup for HashLookup {
     fn row(&mut self, pc: u64) -> Option<Row> {
+        self.questions += 1;
         let i = (pc ^ self.seed).wrapping_mul(0x2545_f491_4f6c_dd1d) >> 40;
         let i = usize::try_from(i).unwrap() % (self.rows.len() + 1);
         self.rows.get(i).copied()
     }
     fn is_function_start(&mut self, pc: u64) -> bool {
+        self.questions += 1;
         pc % 3 == 0
+    }
+    fn is_text(&mut self, pc: u64) -> bool {
+        self.questions += 1;
+        pc % 5 != 0
     }
 }
 
@@ -142,7 +158,7 @@ proptest! {
     fn step_moves_the_stack_up(row in row(), pc: u64, sp in prop_oneof![any::<u64>(), 0x1000u64..0x2000],
                                fp in prop_oneof![any::<u64>(), 0x1000u64..0x2000], seed: u64, small: bool) {
         let regs = Regs { pc, sp, fp };
-        let mut mem = HashMem { seed, small };
+        let mut mem = HashMem { seed, small, reads: 0 };
         if let Ok(next) = step_amd64(&row, &regs, &mut mem) {
             prop_assert!(next.sp > regs.sp);
             prop_assert_eq!(next.sp % 8, 0);
@@ -154,9 +170,9 @@ proptest! {
                                    pc: u64, sp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
                                    fp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
                                    max_frames in 0u32..200, max_span in prop_oneof![any::<u64>(), 0u64..65536]) {
-        let mut lookup = HashLookup { seed, rows };
-        let mut mem = HashMem { seed, small };
-        let limits = WalkLimits { max_frames, max_span };
+        let mut lookup = HashLookup { seed, rows, questions: 0 };
+        let mut mem = HashMem { seed, small, reads: 0 };
+        let limits = WalkLimits::unbudgeted(max_frames, max_span);
         let mut emitted = 0u32;
         let mut last_sp_ok = true;
         let _stop = walk_amd64(Regs { pc, sp, fp }, &limits, &mut lookup, &mut mem, &mut |_, _| {
@@ -166,5 +182,77 @@ proptest! {
         });
         prop_assert!(emitted <= max_frames);
         prop_assert!(last_sp_ok);
+    }
+
+    #[test]
+    fn walk_work_never_exceeds_the_budget(rows in prop::collection::vec(row(), 0..8), seed: u64, small: bool,
+                                          pc: u64, sp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
+                                          fp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
+                                          max_frames in 0u32..200, max_work in prop_oneof![0u32..64, 0u32..4000],
+                                          max_signal_frames in 0u32..10) {
+        // Every read and every question is counted where it is answered:
+        // the walk's own account must match it and stay within budget.
+        let mut lookup = HashLookup { seed, rows, questions: 0 };
+        let mut mem = HashMem { seed, small, reads: 0 };
+        let limits = WalkLimits {
+            max_work,
+            max_signal_frames,
+            ..WalkLimits::unbudgeted(max_frames, 1 << 20)
+        };
+        let mut signals = 0u32;
+        let walked = walk_amd64_metered(Regs { pc, sp, fp }, &limits, &mut lookup, &mut mem, &mut |_, src| {
+            signals += u32::from(src == FrameSource::SignalFrame);
+            true
+        });
+        prop_assert_eq!(mem.reads + lookup.questions, u64::from(walked.work));
+        prop_assert!(walked.work <= max_work);
+        prop_assert!(walked.frames <= max_frames);
+        prop_assert!(signals <= max_signal_frames);
+    }
+
+    #[test]
+    fn section_walks_stay_within_the_budget(which in 0usize..5, fres in 1u32..1100, seed: u64, small: bool,
+                                            max_frames in 0u32..300, max_work in 0u32..20000,
+                                            max_fres in 0u32..1100, max_signal_frames in 0u32..10,
+                                            hash_mem: bool) {
+        // Real section lookups (FDE search and FRE scan charged inside the
+        // decoder), on hostile stacks or on random memory.
+        let (data, h) = match which {
+            0..=2 => (sections()[which].clone(), None),
+            3 => (Vec::new(), Some(sigreturn_chain(fres, fres.saturating_add(1)))),
+            _ => (Vec::new(), Some(deep_chain(fres))),
+        };
+        let limits = WalkLimits {
+            max_work,
+            max_fres,
+            max_signal_frames,
+            ..WalkLimits::unbudgeted(max_frames, 64 << 20)
+        };
+        let (section, start) = match &h {
+            Some(h) => (h.parse(), h.start),
+            None => (
+                Section::parse(&data, 0x400000).unwrap(),
+                Regs { pc: 0x401000 + seed % 0x1100, sp: 0x10000 + (seed >> 32) % 0x1000, fp: seed >> 40 },
+            ),
+        };
+        let mut lookup = SectionRows(section);
+        let mut signals = 0u32;
+        let mut count = |_: u64, src: FrameSource| {
+            signals += u32::from(src == FrameSource::SignalFrame);
+            true
+        };
+        let walked = match (&h, hash_mem) {
+            (Some(h), false) => {
+                let mut mem = h.mem.clone();
+                walk_amd64_metered(start, &limits, &mut lookup, &mut mem, &mut count)
+            }
+            _ => {
+                let mut mem = HashMem { seed, small, reads: 0 };
+                walk_amd64_metered(start, &limits, &mut lookup, &mut mem, &mut count)
+            }
+        };
+        prop_assert!(walked.work <= max_work, "{:?}", walked);
+        prop_assert!(walked.frames <= max_frames);
+        prop_assert!(signals <= max_signal_frames);
     }
 }

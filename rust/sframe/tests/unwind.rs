@@ -6,10 +6,11 @@ mod common;
 
 use std::collections::BTreeMap;
 
+use common::hostile::{deep_chain, sigreturn_chain, Hostile, SectionRows};
 use common::{ctl, FdeB, FreB, SectionB};
 use sframe::unwind::{
-    step_amd64, walk_amd64, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits, ENTRY_ROW,
-    RT_SIGRETURN_INSNS,
+    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Memory, Regs, Stop,
+    WalkLimits, Walked, ENTRY_ROW, RT_SIGRETURN_INSNS, SAMPLE_MAX_FRES, SAMPLE_MAX_WORK,
 };
 use sframe::{CfaRule, Reg, RegRule, Row, Section};
 
@@ -54,10 +55,7 @@ impl Lookup for SecLookup<'_> {
     }
 }
 
-const LIMITS: WalkLimits = WalkLimits {
-    max_frames: 64,
-    max_span: 1 << 20,
-};
+const LIMITS: WalkLimits = WalkLimits::unbudgeted(64, 1 << 20);
 
 fn walk(
     regs: Regs,
@@ -339,17 +337,11 @@ fn limits_and_consumer() {
         sp: 0x10_0000,
         fp: 0x10_0000,
     };
-    let limits = WalkLimits {
-        max_frames: 10,
-        max_span: 1 << 20,
-    };
+    let limits = WalkLimits::unbudgeted(10, 1 << 20);
     let (frames, stop) = walk(regs, &mut NoRows, &mut mem, &limits);
     assert_eq!(frames.len(), 10);
     assert_eq!(stop, Stop::MaxFrames);
-    let zero = WalkLimits {
-        max_frames: 0,
-        max_span: 0,
-    };
+    let zero = WalkLimits::unbudgeted(0, 0);
     assert_eq!(walk(regs, &mut NoRows, &mut mem, &zero).0.len(), 0);
     let mut n = 0;
     let stop = walk_amd64(regs, &LIMITS, &mut NoRows, &mut mem, &mut |_, _| {
@@ -488,4 +480,100 @@ fn flex_section_drives_a_step() {
             fp: 0x2100
         })
     );
+}
+
+/// What [`walk_amd64_metered`] returns, plus the frames by source.
+fn walk_hostile(h: &Hostile, limits: &WalkLimits) -> (Walked, Vec<FrameSource>) {
+    let mut lookup = SectionRows(h.parse());
+    let mut mem = h.mem.clone();
+    let mut sources = Vec::new();
+    let walked = walk_amd64_metered(h.start, limits, &mut lookup, &mut mem, &mut |_, src| {
+        sources.push(src);
+        true
+    });
+    (walked, sources)
+}
+
+#[test]
+fn forged_signal_frames_stop_at_the_signal_limit() {
+    // Cheap rows: only the number of signal frames can end this walk.
+    let h = sigreturn_chain(2, 0);
+    // Without a limit it runs to the frame limit, crossing a fake signal
+    // frame every second frame: the CFA checks restart at each.
+    let (walked, sources) = walk_hostile(&h, &WalkLimits::unbudgeted(127, 64 << 20));
+    assert_eq!(walked.stop, Stop::MaxFrames);
+    assert_eq!(walked.frames, 127);
+    let signals = |s: &[FrameSource]| s.iter().filter(|&&s| s == FrameSource::SignalFrame).count();
+    assert_eq!(signals(&sources), 63);
+    // With one: the ninth signal frame ends it. The sample, then eight
+    // times the trampoline and the interrupted PC, then the trampoline.
+    let limits = WalkLimits {
+        max_signal_frames: 8,
+        ..WalkLimits::unbudgeted(127, 64 << 20)
+    };
+    let (walked, sources) = walk_hostile(&h, &limits);
+    assert_eq!(walked.stop, Stop::SignalLimit);
+    assert_eq!(signals(&sources), 8);
+    assert_eq!(walked.frames, 1 + 2 * 8 + 1);
+    // The module's limits, on both paths.
+    for limits in [
+        WalkLimits::sample(127, 64 << 20),
+        WalkLimits::deferred(127, 64 << 20),
+    ] {
+        let (walked, sources) = walk_hostile(&h, &limits);
+        assert_eq!(walked.stop, Stop::SignalLimit);
+        assert_eq!(signals(&sources) as u32, limits.max_signal_frames);
+    }
+}
+
+#[test]
+fn many_fres_per_function_spend_the_budget() {
+    // Every caller is looked up after 1,000 FREs of its function.
+    let h = deep_chain(1000);
+    let (walked, _) = walk_hostile(&h, &WalkLimits::unbudgeted(127, 64 << 20));
+    assert_eq!(walked.stop, Stop::MaxFrames);
+    // 126 lookups of one probe and 1,000 FREs, and 126 return addresses.
+    assert_eq!(walked.work, 126 * (1 + 1000 + 1));
+    let limits = WalkLimits {
+        max_work: 4096,
+        ..WalkLimits::unbudgeted(127, 64 << 20)
+    };
+    let (walked, sources) = walk_hostile(&h, &limits);
+    assert_eq!(walked.stop, Stop::Budget);
+    assert!(walked.work <= 4096);
+    // Four frames paid for in full; the fifth lookup ran out.
+    assert_eq!(sources.len(), 1 + 4);
+    assert!(sources[1..].iter().all(|&s| s == FrameSource::Sframe));
+    // Under the sample path's FRE cap these functions are not covered:
+    // the walk gives up at the first caller, as beyond 1,024 FREs before.
+    let (walked, _) = walk_hostile(&h, &WalkLimits::sample(127, 64 << 20));
+    assert_eq!((walked.stop, walked.frames), (Stop::NoCoverage, 1));
+    // Functions just under that cap: the budget ends the walk.
+    let h = deep_chain(SAMPLE_MAX_FRES);
+    let (walked, _) = walk_hostile(&h, &WalkLimits::sample(127, 64 << 20));
+    assert_eq!(walked.stop, Stop::Budget);
+    assert!(walked.work <= SAMPLE_MAX_WORK);
+}
+
+#[test]
+fn the_budget_bounds_the_worst_chain() {
+    // The costliest stack for the old limits: 1,024 FREs decoded at every
+    // frame, a fake signal frame every second one.
+    let h = sigreturn_chain(1024, 1100);
+    let (old, _) = walk_hostile(&h, &WalkLimits::unbudgeted(127, 64 << 20));
+    assert_eq!((old.stop, old.frames), (Stop::MaxFrames, 127));
+    assert!(old.work > 126 * 1024, "{old:?}");
+    for limits in [
+        WalkLimits::sample(127, 64 << 20),
+        WalkLimits::deferred(127, 64 << 20),
+    ] {
+        for h in [
+            sigreturn_chain(limits.max_fres, 1100),
+            deep_chain(limits.max_fres),
+        ] {
+            let (walked, _) = walk_hostile(&h, &limits);
+            assert!(matches!(walked.stop, Stop::Budget | Stop::SignalLimit));
+            assert!(walked.work <= limits.max_work, "{walked:?}");
+        }
+    }
 }

@@ -285,6 +285,10 @@ pub const SFRAME_UNWIND_NS_DEFERRED: usize = 12;
 pub const SFRAME_UNWIND_FRAMES_SAMPLE: usize = 13;
 /// `unwind[]` index: frames emitted by deferred walks.
 pub const SFRAME_UNWIND_FRAMES_DEFERRED: usize = 14;
+/// `unwind[]` index: walks ended because their work budget was spent.
+pub const SFRAME_UNWIND_END_BUDGET: usize = 15;
+/// `unwind[]` index: walks ended at one signal frame more than allowed.
+pub const SFRAME_UNWIND_END_SIGNAL_LIMIT: usize = 16;
 /// Number of `unwind[]` slots (room to grow).
 pub const SFRAME_UNWIND_COUNT: usize = 24;
 

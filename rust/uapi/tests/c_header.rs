@@ -191,6 +191,11 @@ fn rust_values() -> Vec<(String, u64)> {
             "SFRAME_UNWIND_FRAMES_DEFERRED",
             SFRAME_UNWIND_FRAMES_DEFERRED as u64,
         ),
+        ("SFRAME_UNWIND_END_BUDGET", SFRAME_UNWIND_END_BUDGET as u64),
+        (
+            "SFRAME_UNWIND_END_SIGNAL_LIMIT",
+            SFRAME_UNWIND_END_SIGNAL_LIMIT as u64,
+        ),
         ("SFRAME_UNWIND_COUNT", SFRAME_UNWIND_COUNT as u64),
     ];
     for (name, value) in consts {

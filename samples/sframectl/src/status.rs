@@ -26,7 +26,7 @@ const FAILURES: [&str; 10] = [
 ];
 
 /// Names of `unwind[]`, by index (`SFRAME_UNWIND_*`).
-const UNWIND: [&str; 15] = [
+const UNWIND: [&str; 17] = [
     "walks (sample)",
     "walks (deferred)",
     "frames by sframe",
@@ -42,6 +42,8 @@ const UNWIND: [&str; 15] = [
     "ns in deferred walks",
     "frames (sample)",
     "frames (deferred)",
+    "ends at work budget",
+    "ends at signal frame limit",
 ];
 
 pub(crate) fn run() -> Result<()> {
@@ -104,12 +106,12 @@ fn print_stats(out: &mut impl Write, s: &SframeStats) -> Result<()> {
 mod tests {
     use super::*;
     use sframe_uapi::SFRAME_FAIL_NOMEM;
-    use sframe_uapi::SFRAME_UNWIND_FRAMES_DEFERRED;
+    use sframe_uapi::SFRAME_UNWIND_END_SIGNAL_LIMIT;
 
     #[test]
     fn every_named_counter_exists() {
         assert_eq!(FAILURES.len(), SFRAME_FAIL_NOMEM + 1);
-        assert_eq!(UNWIND.len(), SFRAME_UNWIND_FRAMES_DEFERRED + 1);
+        assert_eq!(UNWIND.len(), SFRAME_UNWIND_END_SIGNAL_LIMIT + 1);
     }
 
     #[test]

@@ -66,6 +66,9 @@ pub enum Error {
     /// More FREs than fit in the FRE area, or a lookup needed to scan more
     /// than [`MAX_FRES_SCANNED`](super::MAX_FRES_SCANNED) FREs.
     TooManyFres,
+    /// A lookup needed more work than its walk's
+    /// [`Budget`](super::Budget) had left.
+    BudgetExhausted,
     /// The ABI's rows are not decoded (s390x: parsed and validated only).
     UnsupportedRows,
 }
@@ -101,6 +104,7 @@ impl Error {
             Error::CountMismatch => "FRE count does not match the header",
             Error::FreLenMismatch => "FRE bytes do not match the header's fre_len",
             Error::TooManyFres => "too many FREs",
+            Error::BudgetExhausted => "walk work budget exhausted",
             Error::UnsupportedRows => "rows of this ABI are not decoded",
         }
     }

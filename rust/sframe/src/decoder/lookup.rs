@@ -2,6 +2,7 @@
 
 //! PC to unwind row: binary search over the FDEs, bounded scan of the FREs.
 
+use super::budget::Budget;
 use super::bytes::{usize_from, Be, ByteOrder, Le};
 use super::fde::{Fde, FdeLayout, FreType, PcType, V2Layout, V3Layout};
 use super::fre::{RawFre, Row};
@@ -16,10 +17,17 @@ use super::Error;
 /// function fails with [`Error::TooManyFres`] instead of scanning on: the
 /// caller then treats the PC as not covered (the kernel falls back to a
 /// frame-pointer step). Compilers emit one FRE per change of the CFA or of
-/// a saved register, so real functions stay far below this; the cap bounds
-/// the work an adversarial section can cause in NMI context to about
-/// 1024 two-byte reads plus `log2(num_fdes)` FDE reads per lookup.
+/// a saved register, so real functions stay far below this. This is the
+/// cap of [`Section::find_row`] and of an unlimited [`Budget`]; a walk in
+/// NMI context passes a smaller one ([`Section::find_row_within`]), and its
+/// budget bounds the total over all its lookups.
 pub const MAX_FRES_SCANNED: u32 = 1024;
+
+/// The most FDEs a binary search over `num_fdes` of them probes:
+/// `floor(log2(num_fdes)) + 1`, the bit length (0 for none).
+fn search_probes(num_fdes: u32) -> u32 {
+    u32::BITS.wrapping_sub(num_fdes.leading_zeros())
+}
 
 impl<'a> Section<'a> {
     /// Index of the last FDE whose function starts at or below `pc`.
@@ -96,18 +104,58 @@ impl<'a> Section<'a> {
     /// match on `(pc - start) % rep_size`; the FRE scan is capped at
     /// [`MAX_FRES_SCANNED`].
     pub fn find_row(&self, pc: u64) -> Result<Option<Row>, Error> {
-        // One copy of the whole lookup per byte order: its loops then
-        // decode fields without testing the order each time.
-        if self.fdes.big_endian() {
-            self.find_row_in::<Be>(pc)
-        } else {
-            self.find_row_in::<Le>(pc)
+        // Without a budget to keep, the FRE count is not needed.
+        let mut decoded = 0;
+        self.find_row_capped(pc, MAX_FRES_SCANNED, &mut decoded)
+    }
+
+    /// [`Section::find_row`], paid for from `budget`.
+    ///
+    /// The FDE search is charged its worst case before it starts, then one
+    /// unit per FRE decoded; the FRE scan stops at `budget.max_fres()` FREs
+    /// ([`Error::TooManyFres`], as [`Section::find_row`] at its cap) or
+    /// when the units left run out first ([`Error::BudgetExhausted`], and
+    /// the budget is marked exhausted). No other error depends on the budget.
+    pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
+        if !budget.charge(search_probes(self.num_fdes)) {
+            return Err(Error::BudgetExhausted);
+        }
+        let cap = budget.max_fres().min(budget.left());
+        let mut decoded = 0;
+        let found = self.find_row_capped(pc, cap, &mut decoded);
+        // `decoded <= cap <= left`: this charge cannot fail.
+        budget.charge(decoded);
+        match found {
+            // The units ran out before the FRE cap was reached.
+            Err(Error::TooManyFres) if cap < budget.max_fres() => {
+                budget.exhaust();
+                Err(Error::BudgetExhausted)
+            }
+            found => found,
         }
     }
 
-    /// [`Section::find_row`] in byte order `E`.
+    /// The lookup, its FRE scan capped at `cap` FREs, `decoded` set to the
+    /// number of FREs read.
     #[inline(always)]
-    fn find_row_in<E: ByteOrder>(&self, pc: u64) -> Result<Option<Row>, Error> {
+    fn find_row_capped(&self, pc: u64, cap: u32, decoded: &mut u32) -> Result<Option<Row>, Error> {
+        // One copy of the whole lookup per byte order: its loops then
+        // decode fields without testing the order each time.
+        if self.fdes.big_endian() {
+            self.find_row_in::<Be>(pc, cap, decoded)
+        } else {
+            self.find_row_in::<Le>(pc, cap, decoded)
+        }
+    }
+
+    /// [`Section::find_row_capped`] in byte order `E`.
+    #[inline(always)]
+    fn find_row_in<E: ByteOrder>(
+        &self,
+        pc: u64,
+        cap: u32,
+        decoded: &mut u32,
+    ) -> Result<Option<Row>, Error> {
         let Some(index) = self.search::<E>(pc)? else {
             return Ok(None);
         };
@@ -126,12 +174,13 @@ impl<'a> Section<'a> {
         let off = u32::try_from(off).map_err(|_| Error::FreStartBeyondFunction)?;
 
         let fres = self.fres.as_slice();
-        let found = match fde.fre_type {
-            FreType::Addr1 => scan::<E, 1>(fres, &fde, off)?,
-            FreType::Addr2 => scan::<E, 2>(fres, &fde, off)?,
-            FreType::Addr4 => scan::<E, 4>(fres, &fde, off)?,
+        let (found, n) = match fde.fre_type {
+            FreType::Addr1 => scan::<E, 1>(fres, &fde, off, cap),
+            FreType::Addr2 => scan::<E, 2>(fres, &fde, off, cap),
+            FreType::Addr4 => scan::<E, 4>(fres, &fde, off, cap),
         };
-        match found {
+        *decoded = n;
+        match found? {
             Some(raw) => self.decode_row_in::<E>(&fde, raw).map(Some),
             None => Ok(None),
         }
@@ -142,27 +191,34 @@ impl<'a> Section<'a> {
 /// offsets being `N` bytes in byte order `E`.
 ///
 /// Reads FREs in order up to the first that starts beyond `off` (which
-/// must read correctly too) and at most [`MAX_FRES_SCANNED`] of them.
+/// must read correctly too) and at most `cap` of them. Returns the
+/// result and the number of FREs read, whatever the result.
 #[inline(always)]
 fn scan<E: ByteOrder, const N: usize>(
     fres: &[u8],
     fde: &Fde,
     off: u32,
-) -> Result<Option<RawFre>, Error> {
+    cap: u32,
+) -> (Result<Option<RawFre>, Error>, u32) {
     let mut pos = fde.fre_off;
     let mut found: Option<RawFre> = None;
-    for _ in 0..fde.num_fres.min(MAX_FRES_SCANNED) {
-        let raw = RawFre::read_at::<E, N>(fres, pos)?;
+    let n = fde.num_fres.min(cap);
+    for i in 0..n {
+        // `i < n`, so this cannot wrap.
+        let decoded = i.wrapping_add(1);
+        let raw = match RawFre::read_at::<E, N>(fres, pos) {
+            Ok(raw) => raw,
+            Err(e) => return (Err(e), decoded),
+        };
         if raw.start_off > off {
-            return Ok(found);
+            return (Ok(found), decoded);
         }
         pos = raw.next;
         found = Some(raw);
     }
-    // All `MAX_FRES_SCANNED` FREs start at or below `off`, and the
-    // function has more.
-    if fde.num_fres > MAX_FRES_SCANNED {
-        return Err(Error::TooManyFres);
+    // All `cap` FREs start at or below `off`, and the function has more.
+    if fde.num_fres > n {
+        return (Err(Error::TooManyFres), n);
     }
-    Ok(found)
+    (Ok(found), n)
 }

@@ -7,7 +7,8 @@
 //! `#[path]`, inside the kernel module. Hence: `core` only, no allocation,
 //! no `unsafe`, no panics on any input (every slice access is `get`, every
 //! offset computation checked or saturating), every loop bounded by a count
-//! read from the header, a binary search, or [`MAX_FRES_SCANNED`].
+//! read from the header, a binary search, or [`MAX_FRES_SCANNED`]; a walk's
+//! total work by its [`Budget`].
 //!
 //! Use: [`Section::parse`] (O(1) header and bounds checks), then once
 //! [`Section::validate`], then [`Section::find_row`] per PC. The
@@ -18,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod budget;
 mod bytes;
 mod error;
 mod fde;
@@ -27,6 +29,7 @@ mod lookup;
 pub mod unwind;
 mod validate;
 
+pub use self::budget::Budget;
 pub use self::error::Error;
 pub use self::fde::{Fde, FdeIter, FdeType, FreType, PcType};
 pub use self::fre::{CfaRule, Fre, FreIter, Reg, RegRule, Row};

@@ -14,9 +14,11 @@
 //! signal frame, whose stack may be a `sigaltstack`). A PC without a row
 //! gets one frame-pointer step, trusted only while plausible. Signal frames
 //! are recognised by the `rt_sigreturn` trampoline's bytes. Every walk ends
-//! after at most [`WalkLimits::max_frames`] frames.
+//! after at most [`WalkLimits::max_frames`] frames, at most
+//! [`WalkLimits::max_signal_frames`] signal frames, and once its work
+//! budget ([`WalkLimits::max_work`], see [`Budget`]) is spent.
 
-use super::{Reg, RegRule, Row};
+use super::{Budget, Reg, RegRule, Row, MAX_FRES_SCANNED};
 
 /// Reads user memory for the unwinder.
 pub trait Memory {
@@ -31,6 +33,21 @@ pub trait Lookup {
     /// The row for `pc`, or `None` when no SFrame section covers it.
     fn row(&mut self, pc: u64) -> Option<Row>;
 
+    /// [`Lookup::row`], paid for from the walk's `budget`; `None` when
+    /// the budget cannot pay (the walker then sees it exhausted).
+    ///
+    /// This default charges one unit and asks [`Lookup::row`]. A lookup that
+    /// searches a [`Section`](super::Section) overrides it with
+    /// [`Section::find_row_within`](super::Section::find_row_within), so
+    /// that the FDE search and every FRE decoded are charged and the FRE
+    /// scan is capped at [`Budget::max_fres`].
+    fn row_within(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+        if !budget.charge(1) {
+            return None;
+        }
+        self.row(pc)
+    }
+
     /// Whether `pc` is known to be the first instruction of a function
     /// without a row (for example from a symbol table). The walker then
     /// applies [`ENTRY_ROW`] to the sample's frame. Besides this, the walker
@@ -41,6 +58,8 @@ pub trait Lookup {
 
     /// Whether `pc` may be a return address (in executable user text).
     /// Asked only for return addresses found by frame-pointer steps.
+    /// The walker charges one unit for each question (the kernel answers
+    /// with one user-memory read), as for [`Lookup::is_function_start`].
     fn is_text(&mut self, _pc: u64) -> bool {
         true
     }
@@ -95,6 +114,12 @@ pub enum Stop {
     MaxFrames,
     /// The consumer's callback asked to stop.
     Consumer,
+    /// The walk's work budget ([`WalkLimits::max_work`]) was spent.
+    Budget,
+    /// One signal frame more than [`WalkLimits::max_signal_frames`]: each
+    /// resets the CFA checks, so a forged chain of them would otherwise run
+    /// to the frame limit.
+    SignalLimit,
 }
 
 /// Bounds of one walk.
@@ -104,6 +129,97 @@ pub struct WalkLimits {
     pub max_frames: u32,
     /// How far above the first SP (or the SP a signal frame restored) a CFA may be.
     pub max_span: u64,
+    /// Work units for the whole walk (see [`Budget`]); the walk ends with
+    /// [`Stop::Budget`] when they are spent.
+    pub max_work: u32,
+    /// The most FREs one lookup of the walk may decode (see
+    /// [`Budget::max_fres`]); a PC beyond them is treated as uncovered.
+    pub max_fres: u32,
+    /// The most signal frames crossed; one more ends the walk with
+    /// [`Stop::SignalLimit`].
+    pub max_signal_frames: u32,
+}
+
+/// Work units of a walk in the sample's context (NMI or IRQ).
+///
+/// An honest frame costs the FDE search (12 probes in a libc-sized
+/// section, 17 in a 100,000-FDE one), the FREs up to its PC (22 on
+/// average for a PC in the 6,402 functions measured, see
+/// `Documentation/design.rst`) and one to three reads: about 40 units,
+/// so perf's default 127 frames need about 5,100. A hostile section could
+/// make every frame cost about 1,030 units, 130,000 per walk, before
+/// budgets.
+pub const SAMPLE_MAX_WORK: u32 = 8192;
+
+/// FREs one lookup of a sample-context walk may decode. Of the 6,402
+/// functions measured (gcc 14 `-O2 -Wa,--gsframe`), the largest has 481
+/// FREs and seven more than 256, all test bodies whose every failed
+/// assertion returns through its own epilogue. A PC beyond the cap is
+/// treated as uncovered (one frame-pointer step), as beyond
+/// [`MAX_FRES_SCANNED`] at registration and in the deferred walk; the
+/// cap keeps one lookup from spending a sixteenth of the budget.
+pub const SAMPLE_MAX_FRES: u32 = 512;
+
+/// Work units of a walk in task context (perf's deferred unwind): it may
+/// be preempted and fault, so only a bound is needed, eight times the
+/// sample path's, with the registration-time FRE cap per lookup.
+pub const DEFERRED_MAX_WORK: u32 = 65536;
+
+/// Signal frames one walk crosses. Each restarts the CFA checks (its stack
+/// may be a `sigaltstack`), so only this count bounds a forged chain of
+/// them; handlers interrupted by signals eight deep do not happen in
+/// practice.
+pub const MAX_SIGNAL_FRAMES: u32 = 8;
+
+impl WalkLimits {
+    /// The limits of a walk in the sample's context (NMI or IRQ, where
+    /// time is taken with interrupts off): [`SAMPLE_MAX_WORK`],
+    /// [`SAMPLE_MAX_FRES`], [`MAX_SIGNAL_FRAMES`].
+    pub const fn sample(max_frames: u32, max_span: u64) -> Self {
+        WalkLimits {
+            max_frames,
+            max_span,
+            max_work: SAMPLE_MAX_WORK,
+            max_fres: SAMPLE_MAX_FRES,
+            max_signal_frames: MAX_SIGNAL_FRAMES,
+        }
+    }
+
+    /// The limits of a walk in task context (perf's deferred unwind):
+    /// [`DEFERRED_MAX_WORK`], [`MAX_FRES_SCANNED`], [`MAX_SIGNAL_FRAMES`].
+    pub const fn deferred(max_frames: u32, max_span: u64) -> Self {
+        WalkLimits {
+            max_frames,
+            max_span,
+            max_work: DEFERRED_MAX_WORK,
+            max_fres: MAX_FRES_SCANNED,
+            max_signal_frames: MAX_SIGNAL_FRAMES,
+        }
+    }
+
+    /// Frame and span limits only, as walks were bounded before budgets:
+    /// unlimited work, [`MAX_FRES_SCANNED`] FREs per lookup, any number of
+    /// signal frames. For tests and for measuring what a budget saves.
+    pub const fn unbudgeted(max_frames: u32, max_span: u64) -> Self {
+        WalkLimits {
+            max_frames,
+            max_span,
+            max_work: u32::MAX,
+            max_fres: MAX_FRES_SCANNED,
+            max_signal_frames: u32::MAX,
+        }
+    }
+}
+
+/// How a walk ended and what it cost.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Walked {
+    /// Why the walk ended.
+    pub stop: Stop,
+    /// Work units spent (see [`Budget`]).
+    pub work: u32,
+    /// Frames emitted, the sample's included.
+    pub frames: u32,
 }
 
 /// The x86-64 rule at a function's first instruction: the return address
@@ -157,6 +273,26 @@ fn offset_addr(base: u64, offset: i32) -> Result<u64, Stop> {
 
 fn load(mem: &mut impl Memory, addr: u64) -> Result<u64, Stop> {
     mem.read_u64(addr).ok_or(Stop::ReadFault)
+}
+
+/// The walk's memory, each read paid for from its budget: a read the
+/// budget cannot pay is not made and fails.
+struct Metered<'m, M> {
+    mem: &'m mut M,
+    budget: Budget,
+}
+
+impl<M: Memory> Memory for Metered<'_, M> {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        if !self.budget.charge(1) {
+            return None;
+        }
+        self.mem.read_u64(addr)
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.budget.charge(1) && self.mem.read(addr, buf)
+    }
 }
 
 /// Evaluates an RA or FP rule; `Ok(None)` for an undefined value.
@@ -262,18 +398,18 @@ fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool {
 }
 
 /// How the next frame is found; `exact` when `regs.pc` is not a return address.
-fn unwind_frame(
+fn unwind_frame<M: Memory>(
     regs: &Regs,
     exact: bool,
     lookup: &mut impl Lookup,
-    mem: &mut impl Memory,
+    mem: &mut Metered<'_, M>,
 ) -> Result<(Regs, FrameSource), Stop> {
     let lookup_pc = if exact {
         regs.pc
     } else {
         regs.pc.checked_sub(1).ok_or(Stop::BadReturnAddress)?
     };
-    let row = lookup.row(lookup_pc);
+    let row = lookup.row_within(lookup_pc, &mut mem.budget);
     let maybe_signal = match row {
         Some(r) => r.signal_frame,
         None => true,
@@ -285,12 +421,15 @@ fn unwind_frame(
         Some(row) if row.signal_frame => Err(Stop::Unsupported),
         Some(row) if row.outermost => Err(Stop::Outermost),
         Some(row) => Ok((step_amd64(&row, regs, mem)?, FrameSource::Sframe)),
-        None if exact && (lookup.is_function_start(regs.pc) || at_frame_setup(mem, regs.pc)) => {
+        None if exact
+            && ((mem.budget.charge(1) && lookup.is_function_start(regs.pc))
+                || at_frame_setup(mem, regs.pc)) =>
+        {
             Ok((step_amd64(&ENTRY_ROW, regs, mem)?, FrameSource::EntryRule))
         }
         None => {
             let next = step_frame_pointer(regs, mem)?;
-            if next.pc != 0 && !lookup.is_text(next.pc) {
+            if next.pc != 0 && !(mem.budget.charge(1) && lookup.is_text(next.pc)) {
                 return Err(Stop::BadReturnAddress);
             }
             Ok((next, FrameSource::FramePointer))
@@ -311,6 +450,50 @@ pub fn walk_amd64(
     mem: &mut impl Memory,
     emit: &mut impl FnMut(u64, FrameSource) -> bool,
 ) -> Stop {
+    walk_amd64_metered(regs, limits, lookup, mem, emit).stop
+}
+
+/// [`walk_amd64`], also returning the work spent and the frames emitted.
+///
+/// A step that fails because the budget ran out (a read or a lookup it
+/// could not pay for) ends the walk with [`Stop::Budget`], whatever check
+/// the missing value made fail; the frames emitted before stay valid.
+pub fn walk_amd64_metered(
+    regs: Regs,
+    limits: &WalkLimits,
+    lookup: &mut impl Lookup,
+    mem: &mut impl Memory,
+    emit: &mut impl FnMut(u64, FrameSource) -> bool,
+) -> Walked {
+    let mut mem = Metered {
+        mem,
+        budget: Budget::new(limits.max_work, limits.max_fres),
+    };
+    let mut frames: u32 = 0;
+    let stop = walk_frames(regs, limits, lookup, &mut mem, &mut |pc, source| {
+        // At most `max_frames` calls: this cannot wrap.
+        frames = frames.wrapping_add(1);
+        emit(pc, source)
+    });
+    let stop = if mem.budget.exhausted() {
+        Stop::Budget
+    } else {
+        stop
+    };
+    Walked {
+        stop,
+        work: mem.budget.spent(),
+        frames,
+    }
+}
+
+fn walk_frames<M: Memory>(
+    regs: Regs,
+    limits: &WalkLimits,
+    lookup: &mut impl Lookup,
+    mem: &mut Metered<'_, M>,
+    emit: &mut impl FnMut(u64, FrameSource) -> bool,
+) -> Stop {
     if limits.max_frames == 0 {
         return Stop::MaxFrames;
     }
@@ -320,11 +503,17 @@ pub fn walk_amd64(
     let mut regs = regs;
     let mut exact = true;
     let mut span_base = regs.sp;
+    let mut signal_frames: u32 = 0;
     for _ in 1..limits.max_frames {
         let (next, source) = match unwind_frame(&regs, exact, lookup, mem) {
             Ok(step) => step,
             Err(stop) => return stop,
         };
+        if mem.budget.exhausted() {
+            // A value the budget could not pay for may have steered the
+            // step (a lookup that gave up looks like no coverage).
+            return Stop::Budget;
+        }
         if next.pc == 0 {
             return Stop::Outermost;
         }
@@ -332,6 +521,10 @@ pub fn walk_amd64(
             return Stop::BadReturnAddress;
         }
         if source == FrameSource::SignalFrame {
+            if signal_frames >= limits.max_signal_frames {
+                return Stop::SignalLimit;
+            }
+            signal_frames = signal_frames.wrapping_add(1);
             // The interrupted stack may be anywhere (sigaltstack).
             span_base = next.sp;
             exact = true;

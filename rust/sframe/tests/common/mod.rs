@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod harness;
+pub mod hostile;
 
 /// One FRE to emit.
 #[derive(Clone, Debug)]

@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The work one stack walk may do.
+//!
+//! The frame limit alone does not bound a walk's cost: one frame may need
+//! an FDE binary search, a scan of up to [`MAX_FRES_SCANNED`] FREs and
+//! several user-memory reads, and a process can register a section whose
+//! functions have that many FREs. In NMI context that cost is paid with
+//! interrupts off, so every walk gets a [`Budget`] of work units and ends
+//! when it is spent.
+
+use super::MAX_FRES_SCANNED;
+
+/// Work units left to one walk, and the most FREs one of its lookups may
+/// decode.
+///
+/// A unit is one FRE decoded, one FDE probed by the binary search, one
+/// user-memory read, or one question to the lookup that the walker cannot
+/// see inside of. Units are charged before the work is done (the FDE search
+/// at its worst case, `floor(log2(num_fdes)) + 1` probes), so the work of a
+/// walk never exceeds its budget. Once a charge fails the budget is
+/// exhausted and every later charge fails too: the walk ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Budget {
+    left: u32,
+    spent: u32,
+    max_fres: u32,
+    exhausted: bool,
+}
+
+impl Budget {
+    /// `units` of work, lookups capped at `max_fres` FREs each.
+    pub const fn new(units: u32, max_fres: u32) -> Self {
+        Budget {
+            left: units,
+            spent: 0,
+            max_fres,
+            exhausted: false,
+        }
+    }
+
+    /// No bound beyond [`MAX_FRES_SCANNED`] per lookup: one lookup at
+    /// registration time or in a tool, where no walk is being bounded.
+    pub const fn unlimited() -> Self {
+        Self::new(u32::MAX, MAX_FRES_SCANNED)
+    }
+
+    /// Pays `units`; `false`, and the budget is exhausted, if they are not
+    /// all left (nothing is paid then).
+    pub fn charge(&mut self, units: u32) -> bool {
+        if self.exhausted || units > self.left {
+            self.exhausted = true;
+            return false;
+        }
+        // `units <= left`, and `spent + left` never exceeds the initial
+        // budget, so neither can wrap.
+        self.left = self.left.wrapping_sub(units);
+        self.spent = self.spent.wrapping_add(units);
+        true
+    }
+
+    /// Marks the budget as spent: the caller needed more than was left.
+    pub fn exhaust(&mut self) {
+        self.exhausted = true;
+    }
+
+    /// Whether a charge has failed.
+    pub fn exhausted(&self) -> bool {
+        self.exhausted
+    }
+
+    /// Units still available (none once exhausted).
+    pub fn left(&self) -> u32 {
+        if self.exhausted {
+            0
+        } else {
+            self.left
+        }
+    }
+
+    /// Units paid so far.
+    pub fn spent(&self) -> u32 {
+        self.spent
+    }
+
+    /// The most FREs one lookup may decode.
+    pub fn max_fres(&self) -> u32 {
+        self.max_fres
+    }
+}
