@@ -5,6 +5,7 @@
  */
 #include <linux/mmu_notifier.h>
 #include <linux/ratelimit.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 
 #include "bindings/helpers.h"
@@ -95,4 +96,14 @@ struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
 void sframe_cond_resched(void)
 {
 	cond_resched();
+}
+
+/*
+ * Without CONFIG_TASKS_RCU (kernels without preemption) this is a macro
+ * for synchronize_rcu(), which then waits long enough: a task can only
+ * leave a CPU in module text by switching voluntarily.
+ */
+void sframe_synchronize_rcu_tasks(void)
+{
+	synchronize_rcu_tasks();
 }

@@ -176,17 +176,18 @@ impl PinnedDrop for Hooks {
         unsafe { Pin::new_unchecked(&mut this.sample) }.uninstall();
         // SAFETY: `deferred` is structurally pinned and not moved.
         unsafe { Pin::new_unchecked(&mut this.deferred) }.uninstall();
-        // SAFETY: No preconditions; may sleep, as module exit may.
+        // SAFETY: These have no preconditions; they sleep, which the
+        // module's exit (process context, no locks held) allows.
         unsafe {
             // Tasks between a callback and a replacement's first instruction.
-            ffi::synchronize_rcu_tasks();
+            ffi::sframe_synchronize_rcu_tasks();
             // Sample replacements (interrupts off).
             ffi::synchronize_rcu();
         }
         // Deferred replacements asleep in a fault.
         this.srcu.synchronize();
         // SAFETY: As above. Tasks after the guard, before the return.
-        unsafe { ffi::synchronize_rcu_tasks() };
+        unsafe { ffi::sframe_synchronize_rcu_tasks() };
         HOOKS.store(core::ptr::null_mut(), Ordering::Release);
     }
 }

@@ -39,4 +39,7 @@ struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
 /* cond_resched() is a macro. */
 void sframe_cond_resched(void);
 
+/* synchronize_rcu_tasks() is a macro without CONFIG_TASKS_RCU. */
+void sframe_synchronize_rcu_tasks(void);
+
 #endif
