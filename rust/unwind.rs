@@ -177,7 +177,10 @@ unsafe fn start_regs(regs: *const ffi::pt_regs) -> Regs {
 /// The hook on `perf_callchain_user()`.
 pub(crate) struct SampleHook;
 
-impl Redirect for SampleHook {
+// SAFETY: `redirect` returns only the address of
+// `perf_callchain_user_sframe`, which has `perf_callchain_user()`'s
+// signature and calling convention.
+unsafe impl Redirect for SampleHook {
     const TARGET: &'static CStr = c"perf_callchain_user";
 
     fn redirect(args: &Args<'_>) -> Option<usize> {
@@ -237,7 +240,9 @@ unsafe extern "C" fn perf_callchain_user_sframe(
 /// The hook on `unwind_user()`.
 pub(crate) struct DeferredHook;
 
-impl Redirect for DeferredHook {
+// SAFETY: `redirect` returns only the address of `unwind_user_sframe`,
+// which has `unwind_user()`'s signature and calling convention.
+unsafe impl Redirect for DeferredHook {
     const TARGET: &'static CStr = c"unwind_user";
 
     fn redirect(_args: &Args<'_>) -> Option<usize> {
