@@ -78,7 +78,7 @@ const DEVICE_MODE: u16 = 0o666;
 #[pin_data]
 struct SframeModule {
     #[pin]
-    _hooks: hooks::Hooks,
+    _hooks: hooks::Hooks<unwind::SampleHook, unwind::DeferredHook>,
     #[pin]
     _device: MiscDeviceWithMode<SframeDevice>,
     _registry: registry::RegistryHandle,
