@@ -20,6 +20,7 @@ struct mm_struct *sframe_current_mm(void)
 #include <linux/perf_event.h>
 #include <linux/ptrace.h>
 #include <linux/sched/task_stack.h>
+#include <linux/uaccess.h>
 #include <linux/uprobes.h>
 
 unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n)
@@ -80,6 +81,20 @@ bool sframe_current_in_uprobe(void)
 bool sframe_current_in_guest(void)
 {
 	return current->flags & PF_VCPU;
+}
+
+/*
+ * Page faults may be taken here: task context (not NMI, hard or soft
+ * interrupt) without pagefault_disable().  Both are macros or inlines.
+ */
+bool sframe_may_fault(void)
+{
+	return in_task() && !pagefault_disabled();
+}
+
+void sframe_might_fault(void)
+{
+	might_fault();
 }
 
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst)

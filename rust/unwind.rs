@@ -245,8 +245,17 @@ pub(crate) struct DeferredHook;
 unsafe impl Redirect for DeferredHook {
     const TARGET: &'static CStr = c"unwind_user";
 
+    /// Only where page faults are allowed: `unwind_user()` is meant for
+    /// `unwind_user_faultable()` (task context), but it is an ordinary
+    /// function another caller could reach from an atomic context. The
+    /// replacement's reads are made for a context that may sleep, so such
+    /// a caller keeps the original.
     fn redirect(_args: &Args<'_>) -> Option<usize> {
         if !hooks::enabled(SFRAME_CTL_HOOK_DEFERRED) {
+            return None;
+        }
+        // SAFETY: Reads the preempt count and `current->pagefault_disabled`.
+        if !unsafe { ffi::sframe_may_fault() } {
             return None;
         }
         // SAFETY: Reads `current`'s register frame pointer.
@@ -298,14 +307,13 @@ unsafe extern "C" fn unwind_user_sframe(
     let start = unsafe { start_regs(regs) };
     // SAFETY: Reads `current->mm`, checked non-null with sections by the hook.
     let mm = unsafe { ffi::sframe_current_mm() }.cast();
-    // SAFETY: `unwind_user()` is called in task context where faults are
-    // allowed (`unwind_user_faultable()` says `might_fault()`); we hold no
-    // lock, and the registry returns rows by value, outside RCU.
-    let (lookup_mem, mut mem) = unsafe { (FaultingUserMemory::new(), FaultingUserMemory::new()) };
+    // The hook checked that faults are allowed here; the registry returns
+    // rows by value, so no RCU read lock is held across a fault.
     let mut lookup = RegistryLookup {
         rows: MmRows(mm),
-        mem: lookup_mem,
+        mem: FaultingUserMemory::new(),
     };
+    let mut mem = FaultingUserMemory::new();
     let limits = WalkLimits {
         max_frames: max_entries,
         max_span: MAX_SPAN,

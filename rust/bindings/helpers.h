@@ -28,6 +28,8 @@ bool sframe_regs_vm86(struct pt_regs *regs);
 bool sframe_current_is_kthread(void);
 bool sframe_current_in_uprobe(void);
 bool sframe_current_in_guest(void);
+bool sframe_may_fault(void);
+void sframe_might_fault(void);
 
 /* ratelimit_state_init() with the interval in milliseconds. */
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst);
