@@ -32,6 +32,14 @@ pub(crate) fn in_guest() -> bool {
     unsafe { ffi::sframe_current_in_guest() }
 }
 
+/// Whether the current task has a 32-bit address space (`TIF_ADDR32`):
+/// a compat task, or an x32 task, which runs in 64-bit mode with 32-bit
+/// pointers.
+pub(crate) fn addr32() -> bool {
+    // SAFETY: Reads the current thread's flags; no preconditions.
+    unsafe { ffi::sframe_current_addr32() }
+}
+
 /// Whether the current context may take page faults: task context (not
 /// NMI, hard or soft interrupt) without `pagefault_disable()`.
 pub(crate) fn may_fault() -> bool {

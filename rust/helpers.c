@@ -84,6 +84,17 @@ bool sframe_current_in_guest(void)
 }
 
 /*
+ * A 32-bit address space: ia32 tasks, and x32 tasks, which run in 64-bit
+ * mode (user_64bit_mode() is true) but whose pointers are 32 bits wide.
+ * set_personality_ia32() sets TIF_ADDR32 for both at exec; in_x32_syscall()
+ * would only describe the current system call, not an interrupted task.
+ */
+bool sframe_current_addr32(void)
+{
+	return test_thread_flag(TIF_ADDR32);
+}
+
+/*
  * Page faults may be taken here: task context (not NMI, hard or soft
  * interrupt) without pagefault_disable().  Both are macros or inlines.
  */

@@ -13,8 +13,8 @@
 //! The ftrace callback ([`SampleHook`], [`DeferredHook`]) decides per call:
 //! only 64-bit user tasks whose mm has sections go to a replacement, and
 //! the deferred one only where page faults are allowed; every other call
-//! (kernel threads, compat or vm86 tasks, uprobe handlers, KVM guests,
-//! tasks without sections, atomic callers) runs the original
+//! (kernel threads, compat, x32 or vm86 tasks, uprobe handlers, KVM
+//! guests, tasks without sections, atomic callers) runs the original
 //! untouched. A replacement cannot call the original (the hook would send
 //! it back here), so it does the whole walk and fills its output as the
 //! original does.
@@ -146,14 +146,15 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
     }
 }
 
-/// The current task's mm, if the task is a 64-bit user task whose mm has
-/// SFrame sections, not in a uprobe handler and not running
+/// The current task's mm, if the task is a 64-bit user task (not x32)
+/// whose mm has SFrame sections, not in a uprobe handler and not running
 /// a guest, and `regs` are its 64-bit user registers.
 fn eligible_task(regs: &UserRegs) -> Option<*const kernel::bindings::mm_struct> {
     if regs.mode != Mode::User64
         || current_task::is_kthread()
         || current_task::in_uprobe()
         || current_task::in_guest()
+        || current_task::addr32()
     {
         return None;
     }

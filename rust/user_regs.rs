@@ -16,7 +16,8 @@ use crate::ffi;
 pub(crate) enum Mode {
     /// Kernel mode: there is no user stack to walk.
     Kernel,
-    /// 64-bit user mode.
+    /// 64-bit user mode. x32 tasks run in it too (see
+    /// [`crate::current_task::addr32`]).
     User64,
     /// 32-bit (compat) or vm86 user mode.
     UserOther,

@@ -28,6 +28,7 @@ bool sframe_regs_vm86(struct pt_regs *regs);
 bool sframe_current_is_kthread(void);
 bool sframe_current_in_uprobe(void);
 bool sframe_current_in_guest(void);
+bool sframe_current_addr32(void);
 bool sframe_may_fault(void);
 void sframe_might_fault(void);
 
