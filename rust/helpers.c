@@ -108,6 +108,15 @@ void sframe_might_fault(void)
 	might_fault();
 }
 
+/*
+ * One past the highest user address: 2^47 or 2^56 less a guard page,
+ * depending on whether this machine runs with 5-level paging.
+ */
+unsigned long sframe_task_size_max(void)
+{
+	return TASK_SIZE_MAX;
+}
+
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst)
 {
 	ratelimit_state_init(rs, msecs_to_jiffies(interval_ms), burst);

@@ -62,6 +62,7 @@ use crate::{
         Tally, //
     },
     user_mem::{
+        self,
         FaultingUserMemory,
         NmiUserMemory, //
     },
@@ -118,11 +119,17 @@ impl Rows for MmRows {
 struct RegistryLookup<R: Rows, M: Memory> {
     rows: R,
     mem: M,
+    /// One past the highest user address on this machine.
+    user_end: u64,
 }
 
 impl<R: Rows, M: Memory> RegistryLookup<R, M> {
     fn new(rows: R, mem: M) -> Self {
-        Self { rows, mem }
+        Self {
+            rows,
+            mem,
+            user_end: user_mem::user_addr_end(),
+        }
     }
 }
 
@@ -143,6 +150,11 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
             Some(addr) => self.mem.read(addr, &mut before) && follows_call(&before),
             None => false,
         }
+    }
+
+    /// 2^47 or 2^56 less a page, as the running kernel's paging allows.
+    fn user_addr_end(&mut self) -> u64 {
+        self.user_end
     }
 }
 

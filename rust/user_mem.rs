@@ -12,6 +12,8 @@
 //!   not resident reads as a fault.
 //! - [`FaultingUserMemory`]: the deferred path (task context on the way back
 //!   to user space). `copy_from_user()`, which may sleep to fault a page in.
+//!
+//! And the bound of every user address, which depends on the machine.
 
 use crate::{
     ffi,
@@ -110,4 +112,12 @@ impl Memory for FaultingUserMemory<'_> {
 fn might_fault() {
     // SAFETY: `might_fault()` has no preconditions; it only checks.
     unsafe { ffi::sframe_might_fault() }
+}
+
+/// One past the highest user address on this machine (`TASK_SIZE_MAX`):
+/// 2^47 or 2^56 less a guard page, by whether the kernel runs with 5-level
+/// paging, which is decided at boot.
+pub(crate) fn user_addr_end() -> u64 {
+    // SAFETY: `TASK_SIZE_MAX` reads a CPU feature bit; no preconditions.
+    unsafe { ffi::sframe_task_size_max() as u64 }
 }

@@ -31,6 +31,7 @@ bool sframe_current_in_guest(void);
 bool sframe_current_addr32(void);
 bool sframe_may_fault(void);
 void sframe_might_fault(void);
+unsigned long sframe_task_size_max(void);
 
 /* ratelimit_state_init() with the interval in milliseconds. */
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst);
