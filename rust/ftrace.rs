@@ -24,7 +24,13 @@ use kernel::{
 };
 
 /// What a hook does at the entry of its target.
-pub(crate) trait Redirect {
+///
+/// # Safety
+///
+/// [`Redirect::redirect`] returns `None` or the address of a function with
+/// the signature and calling convention of `TARGET`: the hooked call
+/// continues there with the target's arguments and returns to its caller.
+pub(crate) unsafe trait Redirect {
     /// The hooked function's name.
     const TARGET: &'static CStr;
 
@@ -68,10 +74,14 @@ pub(crate) struct FtraceHook<T: Redirect> {
     _t: PhantomData<T>,
 }
 
-// SAFETY: The ops is handed to ftrace, which may call it on any CPU; `T`
-// only supplies functions.
+// SAFETY: Registering and unregistering an `ftrace_ops` may happen on any
+// task, so the hook may be installed, uninstalled or dropped on another
+// thread than the one that made it. `T` is only a marker whose associated
+// functions are used; no `T` value is held.
 unsafe impl<T: Redirect> Send for FtraceHook<T> {}
-// SAFETY: There are no `&self` methods.
+// SAFETY: A shared reference gives nothing: every method takes
+// `Pin<&mut Self>`. (ftrace itself reads the ops from any CPU through the
+// raw pointer it was given, which `Opaque` allows.)
 unsafe impl<T: Redirect> Sync for FtraceHook<T> {}
 
 /// The ftrace callback: asks `T` and moves the saved instruction pointer.
@@ -95,7 +105,8 @@ unsafe extern "C" fn callback<T: Redirect>(
     if let Some(to) = T::redirect(&args) {
         // SAFETY: `fregs` is the live register set of this call, saved with
         // `SAVE_REGS`; `IPMODIFY` allows changing its instruction pointer,
-        // and `to` has the target's signature by `T`'s contract.
+        // and `to` has the target's signature (`Redirect`'s safety
+        // requirement).
         unsafe { ffi::sframe_ftrace_regs_set_ip(fregs, to) };
     }
 }
@@ -123,7 +134,8 @@ impl<T: Redirect> FtraceHook<T> {
     /// hook left uninstalled) when the running kernel has no such
     /// traceable function or another `IPMODIFY` user owns it.
     pub(crate) fn install(self: Pin<&mut Self>) -> Result {
-        // SAFETY: `installed` is not structurally pinned.
+        // SAFETY: Nothing is moved out of `this`: `ops` is only used in
+        // place, and `installed` is not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
         if this.installed {
             return Ok(());
@@ -133,9 +145,13 @@ impl<T: Redirect> FtraceHook<T> {
         let name = T::TARGET.to_bytes();
         let mut buf = [0u8; 64];
         let len = name.len();
+        if len >= buf.len() {
+            return Err(EINVAL);
+        }
         buf.get_mut(..len).ok_or(EINVAL)?.copy_from_slice(name);
-        // SAFETY: `ops` is a valid, pinned, unregistered `ftrace_ops`; `buf`
-        // holds `len` bytes and a NUL after them.
+        // SAFETY: `ops` is a valid, pinned `ftrace_ops`, not registered
+        // (`installed` is false); `buf` is writable and holds `len` bytes
+        // and, as `len` is below its size, a NUL after them.
         let filtered =
             to_result(unsafe { ffi::ftrace_set_filter(ops, buf.as_mut_ptr(), len as i32, 1) });
         if let Err(e) = filtered {
@@ -158,7 +174,8 @@ impl<T: Redirect> FtraceHook<T> {
     /// Unregisters the hook. Afterwards no callback runs any more, but
     /// tasks it redirected may still be inside a replacement.
     pub(crate) fn uninstall(self: Pin<&mut Self>) {
-        // SAFETY: `installed` is not structurally pinned.
+        // SAFETY: Nothing is moved out of `this`: `ops` is only used in
+        // place, and `installed` is not structurally pinned.
         let this = unsafe { self.get_unchecked_mut() };
         if !this.installed {
             return;

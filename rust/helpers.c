@@ -5,6 +5,7 @@
  */
 #include <linux/mmu_notifier.h>
 #include <linux/ratelimit.h>
+#include <linux/rcupdate.h>
 #include <linux/sched.h>
 
 #include "bindings/helpers.h"
@@ -19,6 +20,7 @@ struct mm_struct *sframe_current_mm(void)
 #include <linux/perf_event.h>
 #include <linux/ptrace.h>
 #include <linux/sched/task_stack.h>
+#include <linux/uaccess.h>
 #include <linux/uprobes.h>
 
 unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n)
@@ -79,6 +81,40 @@ bool sframe_current_in_uprobe(void)
 bool sframe_current_in_guest(void)
 {
 	return current->flags & PF_VCPU;
+}
+
+/*
+ * A 32-bit address space: ia32 tasks, and x32 tasks, which run in 64-bit
+ * mode (user_64bit_mode() is true) but whose pointers are 32 bits wide.
+ * set_personality_ia32() sets TIF_ADDR32 for both at exec; in_x32_syscall()
+ * would only describe the current system call, not an interrupted task.
+ */
+bool sframe_current_addr32(void)
+{
+	return test_thread_flag(TIF_ADDR32);
+}
+
+/*
+ * Page faults may be taken here: task context (not NMI, hard or soft
+ * interrupt) without pagefault_disable().  Both are macros or inlines.
+ */
+bool sframe_may_fault(void)
+{
+	return in_task() && !pagefault_disabled();
+}
+
+void sframe_might_fault(void)
+{
+	might_fault();
+}
+
+/*
+ * One past the highest user address: 2^47 or 2^56 less a guard page,
+ * depending on whether this machine runs with 5-level paging.
+ */
+unsigned long sframe_task_size_max(void)
+{
+	return TASK_SIZE_MAX;
 }
 
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst)
@@ -179,4 +215,14 @@ unsigned int sframe_fail_nth(void)
 #else
 	return 0;
 #endif
+}
+
+/*
+ * Without CONFIG_TASKS_RCU (kernels without preemption) this is a macro
+ * for synchronize_rcu(), which then waits long enough: a task can only
+ * leave a CPU in module text by switching voluntarily.
+ */
+void sframe_synchronize_rcu_tasks(void)
+{
+	synchronize_rcu_tasks();
 }

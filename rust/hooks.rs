@@ -23,14 +23,13 @@
 
 use crate::{
     ffi,
-    ftrace::FtraceHook,
+    ftrace::{
+        FtraceHook,
+        Redirect, //
+    },
     uapi::{
         SFRAME_CTL_HOOK_DEFERRED,
         SFRAME_CTL_HOOK_SAMPLE, //
-    },
-    unwind::{
-        DeferredHook,
-        SampleHook, //
     },
 };
 use core::sync::atomic::{
@@ -51,9 +50,9 @@ use kernel::{
 static ENABLED: AtomicU32 = AtomicU32::new(0);
 /// `SFRAME_CTL_*` bits of the hooks that are installed (could be turned on).
 static AVAILABLE: AtomicU32 = AtomicU32::new(0);
-/// The installed [`Hooks`], for the deferred replacement's guard; null
+/// The deferred replacement's guard, in the installed [`Hooks`]; null
 /// outside the hooks' lifetime.
-static HOOKS: AtomicPtr<Hooks> = AtomicPtr::new(core::ptr::null_mut());
+static DEFERRED_SRCU: AtomicPtr<Srcu> = AtomicPtr::new(core::ptr::null_mut());
 
 /// Every control bit this module knows.
 pub(crate) const CTL_ALL: u32 = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
@@ -97,31 +96,36 @@ pub(crate) fn may_control() -> bool {
 /// `None` when the hooks are gone (the replacement then reports an empty
 /// trace).
 pub(crate) fn enter_deferred() -> Option<srcu::Guard<'static>> {
-    let hooks = HOOKS.load(Ordering::Acquire);
-    if hooks.is_null() {
+    let srcu = DEFERRED_SRCU.load(Ordering::Acquire);
+    if srcu.is_null() {
         return None;
     }
-    // SAFETY: `HOOKS` points at the pinned, installed `Hooks` from before
-    // the hooks are registered until after `Hooks::drop` waited for every
-    // task that a callback redirected (the `synchronize_rcu_tasks()` that
-    // precedes `synchronize_srcu()` covers a task between the callback and
-    // this lock), so it outlives this guard.
-    let hooks: &'static Hooks = unsafe { &*hooks };
-    Some(hooks.srcu.read_lock())
+    // SAFETY: A non-null `DEFERRED_SRCU` points at the `srcu` field of the
+    // pinned `Hooks`, from before the hooks are registered until
+    // `Hooks::drop` clears it, which is after that drop waited for every
+    // task a callback redirected: `synchronize_rcu_tasks()` for a task
+    // between the callback and this lock, then `synchronize_srcu()` for
+    // the guard. So the `Srcu` outlives every guard taken here.
+    let srcu: &'static Srcu = unsafe { &*srcu };
+    Some(srcu.read_lock())
 }
 
 /// The two hooks and the guard of the deferred replacement.
+///
+/// `S` redirects `perf_callchain_user()` and `D` redirects `unwind_user()`;
+/// the module root names them, so this file knows nothing of the
+/// unwinder.
 #[pin_data(PinnedDrop)]
-pub(crate) struct Hooks {
+pub(crate) struct Hooks<S: Redirect, D: Redirect> {
     #[pin]
-    sample: FtraceHook<SampleHook>,
+    sample: FtraceHook<S>,
     #[pin]
-    deferred: FtraceHook<DeferredHook>,
+    deferred: FtraceHook<D>,
     #[pin]
     srcu: Srcu,
 }
 
-impl Hooks {
+impl<S: Redirect, D: Redirect> Hooks<S, D> {
     /// Installs both hooks and turns on those that installed. A target
     /// this kernel lacks (no `CONFIG_UNWIND_USER`, say) leaves that hook
     /// off, said once in the log; loading still succeeds.
@@ -132,15 +136,16 @@ impl Hooks {
             srcu <- new_srcu!("sframe_unwind_deferred"),
         })
         .pin_chain(|mut this| {
-            HOOKS.store(
-                core::ptr::from_ref::<Hooks>(&this).cast_mut(),
+            DEFERRED_SRCU.store(
+                core::ptr::from_ref::<Srcu>(&this.srcu).cast_mut(),
                 Ordering::Release,
             );
             let mut available = 0;
-            // SAFETY: `sample` is structurally pinned.
+            // SAFETY: `sample` is a structurally pinned field (`#[pin]`):
+            // the projection keeps it pinned and moves nothing.
             let sample = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.sample) };
             available |= install(sample, SFRAME_CTL_HOOK_SAMPLE, "sampled (-g)");
-            // SAFETY: `deferred` is structurally pinned.
+            // SAFETY: As above, for `deferred`.
             let deferred = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.deferred) };
             available |= install(deferred, SFRAME_CTL_HOOK_DEFERRED, "deferred (fp,defer)");
             AVAILABLE.store(available, Ordering::Relaxed);
@@ -150,7 +155,10 @@ impl Hooks {
     }
 }
 
-fn install<T: crate::ftrace::Redirect>(hook: Pin<&mut FtraceHook<T>>, bit: u32, what: &str) -> u32 {
+/// Installs `hook`; returns `bit` if it is in place, 0 if not. A failure
+/// (the target missing, or `EBUSY` from another `IPMODIFY` user such as
+/// a livepatch on the same function) is said once, here.
+fn install<T: Redirect>(hook: Pin<&mut FtraceHook<T>>, bit: u32, what: &str) -> u32 {
     match hook.install() {
         Ok(()) => bit,
         Err(e) => {
@@ -166,27 +174,29 @@ fn install<T: crate::ftrace::Redirect>(hook: Pin<&mut FtraceHook<T>>, bit: u32, 
 }
 
 #[pinned_drop]
-impl PinnedDrop for Hooks {
+impl<S: Redirect, D: Redirect> PinnedDrop for Hooks<S, D> {
     fn drop(self: Pin<&mut Self>) {
         ENABLED.store(0, Ordering::Release);
         AVAILABLE.store(0, Ordering::Relaxed);
-        // SAFETY: Projections of structurally pinned fields.
+        // SAFETY: Nothing is moved out of `this`: it only reaches the
+        // fields below, and the pinned ones are pinned again.
         let this = unsafe { self.get_unchecked_mut() };
-        // SAFETY: `sample` is structurally pinned and not moved.
+        // SAFETY: `sample` is a structurally pinned field of a pinned value.
         unsafe { Pin::new_unchecked(&mut this.sample) }.uninstall();
-        // SAFETY: `deferred` is structurally pinned and not moved.
+        // SAFETY: As above, for `deferred`.
         unsafe { Pin::new_unchecked(&mut this.deferred) }.uninstall();
-        // SAFETY: No preconditions; may sleep, as module exit may.
+        // SAFETY: These have no preconditions; they sleep, which the
+        // module's exit (process context, no locks held) allows.
         unsafe {
             // Tasks between a callback and a replacement's first instruction.
-            ffi::synchronize_rcu_tasks();
+            ffi::sframe_synchronize_rcu_tasks();
             // Sample replacements (interrupts off).
             ffi::synchronize_rcu();
         }
         // Deferred replacements asleep in a fault.
         this.srcu.synchronize();
         // SAFETY: As above. Tasks after the guard, before the return.
-        unsafe { ffi::synchronize_rcu_tasks() };
-        HOOKS.store(core::ptr::null_mut(), Ordering::Release);
+        unsafe { ffi::sframe_synchronize_rcu_tasks() };
+        DEFERRED_SRCU.store(core::ptr::null_mut(), Ordering::Release);
     }
 }

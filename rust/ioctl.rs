@@ -28,34 +28,6 @@ use kernel::{
     },
 };
 
-// SAFETY: `SframeVersion` is `repr(C)` with fixed-width integer fields and no
-// padding, so every byte pattern is a valid value and every byte is initialised.
-unsafe impl FromBytes for SframeVersion {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeVersion {}
-// SAFETY: As above (`repr(C)`, fixed-width integers and arrays of them, no padding).
-unsafe impl FromBytes for SframeRegister {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeRegister {}
-// SAFETY: As above.
-unsafe impl FromBytes for SframeUnregister {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeUnregister {}
-// SAFETY: As above.
-unsafe impl FromBytes for SframeList {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeList {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeSectionInfo {}
-// SAFETY: As above.
-unsafe impl FromBytes for SframeStats {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeStats {}
-// SAFETY: As above.
-unsafe impl FromBytes for SframeControl {}
-// SAFETY: As above.
-unsafe impl AsBytes for SframeControl {}
-
 /// The largest argument structure a caller may pass, unknown tail included.
 const MAX_STRUCT_SIZE: u32 = 4096;
 

@@ -20,6 +20,9 @@ use kernel::{
 };
 
 mod call_site;
+mod current_task;
+mod deferred_trace;
+mod fast_clock;
 mod ffi;
 mod ftrace;
 mod hooks;
@@ -33,6 +36,7 @@ mod rcu_maple;
 mod registry;
 #[path = "sframe/src/decoder/mod.rs"]
 pub mod sframe;
+mod targets;
 #[path = "uapi/src/abi.rs"]
 #[expect(dead_code, reason = "the ABI also defines what only user space uses")]
 #[allow(unreachable_pub, reason = "the ABI's items are public for user space")]
@@ -40,6 +44,7 @@ mod uapi;
 mod unwind;
 mod unwind_counters;
 mod user_mem;
+mod user_regs;
 
 use miscdev::MiscDeviceWithMode;
 
@@ -90,7 +95,7 @@ const DEVICE_MODE: u16 = 0o666;
 #[pin_data]
 struct SframeModule {
     #[pin]
-    _hooks: hooks::Hooks,
+    _hooks: hooks::Hooks<unwind::SampleHook, unwind::DeferredHook>,
     #[pin]
     _device: MiscDeviceWithMode<SframeDevice>,
     _registry: registry::RegistryHandle,

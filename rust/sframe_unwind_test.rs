@@ -20,6 +20,14 @@ mod uapi;
 mod call_site;
 mod ffi;
 mod perf;
+// The hooks' installation and switches, against a busy target.
+#[allow(dead_code, reason = "the redirecting side is not under test")]
+mod ftrace;
+#[allow(
+    dead_code,
+    reason = "the deferred guard and the capability check are not under test"
+)]
+mod hooks;
 #[path = "sframe/src/decoder/mod.rs"]
 pub mod sframe;
 #[expect(dead_code, reason = "the module-wide counters are not under test")]
@@ -440,5 +448,80 @@ mod perf_tests {
         let walked = walk_amd64_metered(regs, &limits, &mut Costly, &mut mem, &mut |_, _| true);
         assert_eq!(walked.stop, Stop::Budget);
         assert_eq!(walked.frames, 1 + DEFERRED_MAX_WORK / 1001);
+    }
+}
+
+#[kunit_tests(sframe_unwind_hooks)]
+mod hook_tests {
+    use super::ftrace::{
+        Args,
+        FtraceHook,
+        Redirect, //
+    };
+    use super::hooks::{
+        self,
+        Hooks, //
+    };
+    use super::uapi::*;
+    use kernel::prelude::*;
+
+    /// Hooks that never redirect: the original function always runs.
+    struct OnSample;
+    struct OnDeferred;
+    /// Another `IPMODIFY` user of `unwind_user()`, as a livepatch of it is.
+    struct OtherUser;
+
+    // SAFETY: `redirect` never returns an address.
+    unsafe impl Redirect for OnSample {
+        const TARGET: &'static CStr = c"perf_callchain_user";
+        fn redirect(_args: &Args<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    // SAFETY: `redirect` never returns an address.
+    unsafe impl Redirect for OnDeferred {
+        const TARGET: &'static CStr = c"unwind_user";
+        fn redirect(_args: &Args<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    // SAFETY: `redirect` never returns an address.
+    unsafe impl Redirect for OtherUser {
+        const TARGET: &'static CStr = c"unwind_user";
+        fn redirect(_args: &Args<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    /// Needs `sframe_unwind` unloaded: its own hooks would be the other
+    /// user of both targets.
+    #[test]
+    fn a_busy_target_leaves_its_hook_off() -> Result {
+        let mut other = KBox::pin_init(FtraceHook::<OtherUser>::new(), GFP_KERNEL)?;
+        other.as_mut().install()?;
+        {
+            // Installing succeeds with the busy hook left off (EBUSY from
+            // ftrace, said in the log), so loading the module would too.
+            let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
+            assert_eq!(hooks::current(), SFRAME_CTL_HOOK_SAMPLE);
+            let both = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+            assert_eq!(hooks::set(both, both), Err(EOPNOTSUPP));
+            assert_eq!(hooks::set(SFRAME_CTL_HOOK_SAMPLE, 0), Ok(0));
+            assert_eq!(
+                hooks::set(SFRAME_CTL_HOOK_SAMPLE, SFRAME_CTL_HOOK_SAMPLE),
+                Ok(SFRAME_CTL_HOOK_SAMPLE)
+            );
+        }
+        assert_eq!(hooks::current(), 0);
+        // Once the other user is gone the target is free again.
+        other.as_mut().uninstall();
+        let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
+        assert_eq!(
+            hooks::current(),
+            SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED
+        );
+        Ok(())
     }
 }

@@ -11,26 +11,29 @@
 //!   registry returns copies of rows, so no RCU lock is held across a fault.
 //!
 //! The ftrace callback ([`SampleHook`], [`DeferredHook`]) decides per call:
-//! only 64-bit user tasks whose mm has sections go to a replacement; every
-//! other call (kernel threads, compat or vm86 tasks, uprobe handlers, KVM
-//! guests, tasks without sections) runs the original untouched. A
-//! replacement cannot call the original (the hook would send it back here),
-//! so it does the whole walk and fills its output as the original does.
+//! only 64-bit user tasks whose mm has sections go to a replacement, and
+//! the deferred one only where page faults are allowed; every other call
+//! (kernel threads, compat, x32 or vm86 tasks, uprobe handlers, KVM
+//! guests, tasks without sections, atomic callers) runs the original
+//! untouched. A replacement cannot call the original (the hook would send
+//! it back here), so it does the whole walk and fills its output as the
+//! original does.
 //!
 //! The unwinding rules themselves (SFrame step, frame-pointer fallback,
 //! entry rule, signal frames, CFA checks) are the decoder's
-//! [`walk_amd64`]; this file supplies memory, rows and the output.
+//! [`walk_amd64`]; this file supplies memory, rows and the output. The
+//! raw C side (register frames, perf's callchain context, the deferred
+//! trace, the replacements' `extern "C"` entry points) is in
+//! `targets.rs` and the files it uses.
 
 use crate::{
     call_site::{
         follows_call,
         CALL_WINDOW, //
     },
-    ffi,
-    ftrace::{
-        Args,
-        Redirect, //
-    },
+    current_task,
+    deferred_trace::DeferredTrace,
+    fast_clock::now_ns,
     hooks,
     perf::CallchainEntry,
     registry,
@@ -45,6 +48,12 @@ use crate::{
         Budget,
         Row, //
     },
+    targets::{
+        DeferredUnwinder,
+        PerfCallchainUser,
+        SampleUnwinder,
+        UnwindUser, //
+    },
     uapi::{
         SFRAME_CTL_HOOK_DEFERRED,
         SFRAME_CTL_HOOK_SAMPLE, //
@@ -54,8 +63,13 @@ use crate::{
         Tally, //
     },
     user_mem::{
+        self,
         FaultingUserMemory,
         NmiUserMemory, //
+    },
+    user_regs::{
+        Mode,
+        UserRegs, //
     },
 };
 use core::sync::atomic::{
@@ -106,6 +120,18 @@ impl Rows for MmRows {
 struct RegistryLookup<R: Rows, M: Memory> {
     rows: R,
     mem: M,
+    /// One past the highest user address on this machine.
+    user_end: u64,
+}
+
+impl<R: Rows, M: Memory> RegistryLookup<R, M> {
+    fn new(rows: R, mem: M) -> Self {
+        Self {
+            rows,
+            mem,
+            user_end: user_mem::user_addr_end(),
+        }
+    }
 }
 
 impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
@@ -130,195 +156,131 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
             None => false,
         }
     }
+
+    /// 2^47 or 2^56 less a page, as the running kernel's paging allows.
+    fn user_addr_end(&mut self) -> u64 {
+        self.user_end
+    }
 }
 
-/// The current task's user registers, if it is a 64-bit user task whose
-/// mm has SFrame sections, not in a uprobe handler and not running a guest.
-fn eligible_task(regs: *mut ffi::pt_regs) -> Option<*const kernel::bindings::mm_struct> {
-    // SAFETY: These read `current` only.
-    let other = unsafe {
-        ffi::sframe_current_is_kthread()
-            || ffi::sframe_current_in_uprobe()
-            || ffi::sframe_current_in_guest()
-    };
-    if other || regs.is_null() {
+/// The current task's mm, if the task is a 64-bit user task (not x32)
+/// whose mm has SFrame sections, not in a uprobe handler and not running
+/// a guest, and `regs` are its 64-bit user registers.
+fn eligible_task(regs: &UserRegs) -> Option<*const kernel::bindings::mm_struct> {
+    if regs.mode != Mode::User64
+        || current_task::is_kthread()
+        || current_task::in_uprobe()
+        || current_task::in_guest()
+        || current_task::addr32()
+    {
         return None;
     }
-    // SAFETY: `regs` is the non-null `pt_regs` of the hooked call (the
-    // sample's user registers or the task's own).
-    let user64 = unsafe {
-        ffi::sframe_user_mode(regs)
-            && ffi::sframe_user_64bit_mode(regs)
-            && !ffi::sframe_regs_vm86(regs)
-    };
-    if !user64 {
-        return None;
-    }
-    // SAFETY: Reads `current->mm`.
-    let mm: *const kernel::bindings::mm_struct = unsafe { ffi::sframe_current_mm() }.cast();
+    let mm = current_task::mm();
     (!mm.is_null() && registry::mm_has_sections(mm)).then_some(mm)
 }
 
-fn now_ns() -> u64 {
-    // SAFETY: NMI-safe, no preconditions.
-    unsafe { ffi::ktime_get_mono_fast_ns() }
-}
-
 /// The register state a walk starts from.
-///
-/// # Safety
-///
-/// `regs` is a valid `pt_regs`.
-unsafe fn start_regs(regs: *const ffi::pt_regs) -> Regs {
-    // SAFETY: By the function's safety requirements.
-    let r = unsafe { &*regs };
+fn start_regs(regs: &UserRegs) -> Regs {
     Regs {
-        pc: r.ip as u64,
-        sp: r.sp as u64,
-        fp: r.bp as u64,
+        pc: regs.ip,
+        sp: regs.sp,
+        fp: regs.bp,
     }
 }
+
+/// The SFrame unwinder, in place of perf's two user-stack functions.
+pub(crate) struct SframeUnwinder;
 
 /// The hook on `perf_callchain_user()`.
-pub(crate) struct SampleHook;
+pub(crate) type SampleHook = PerfCallchainUser<SframeUnwinder>;
 
-impl Redirect for SampleHook {
-    const TARGET: &'static CStr = c"perf_callchain_user";
+/// The hook on `unwind_user()`.
+pub(crate) type DeferredHook = UnwindUser<SframeUnwinder>;
 
-    fn redirect(args: &Args<'_>) -> Option<usize> {
-        if !hooks::enabled(SFRAME_CTL_HOOK_SAMPLE) {
-            return None;
-        }
-        // perf_callchain_user(struct perf_callchain_entry_ctx *, struct pt_regs *)
-        let regs = args.get(1) as *mut ffi::pt_regs;
-        eligible_task(regs)?;
-        Some(perf_callchain_user_sframe as *const () as usize)
+/// Replaces `perf_callchain_user()` (arch/x86/events/core.c): the sample's
+/// PC, then its callers.
+impl SampleUnwinder for SframeUnwinder {
+    fn accept(regs: &UserRegs) -> bool {
+        hooks::enabled(SFRAME_CTL_HOOK_SAMPLE) && eligible_task(regs).is_some()
+    }
+
+    fn callchain_user(entry: &mut CallchainEntry<'_>, regs: &UserRegs) {
+        let t0 = now_ns();
+        let start = start_regs(regs);
+        // Non-null with sections: `accept` checked, and an mm cannot
+        // change under its running task.
+        let mm = current_task::mm();
+        // The original stores the PC even when the chain is full (and the
+        // store fails): one frame at least, so the first store is tried. The
+        // work budget bounds the time spent here with interrupts off.
+        let limits = WalkLimits::sample(entry.room().max(1), MAX_SPAN);
+        let mut tally = Tally::default();
+        // Nothing here sleeps: `copy_from_user_nmi()` reads do not fault pages in.
+        let stop = registry::with_walk_rows(mm, |rows| {
+            let mut lookup = RegistryLookup::new(rows, NmiUserMemory::new());
+            let mut mem = NmiUserMemory::new();
+            walk_amd64(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
+                if !entry.store(pc) {
+                    return false;
+                }
+                tally.frame(source);
+                true
+            })
+        });
+        tally.commit(Path::Sample, stop, now_ns().saturating_sub(t0));
     }
 }
 
-/// Replaces `perf_callchain_user()` (arch/x86/events/core.c) for the calls
-/// [`SampleHook`] redirects: the sample's PC, then its callers.
-///
-/// # Safety
-///
-/// Called only in place of `perf_callchain_user()`, with its arguments,
-/// after [`SampleHook::redirect`] accepted them.
-unsafe extern "C" fn perf_callchain_user_sframe(
-    entry: *mut ffi::perf_callchain_entry_ctx,
-    regs: *mut ffi::pt_regs,
-) {
-    let t0 = now_ns();
-    // SAFETY: `entry` is this sample's callchain context, ours for the call.
-    let mut entry = unsafe { CallchainEntry::from_raw(entry) };
-    // SAFETY: `regs` is the valid `pt_regs` perf passed.
-    let start = unsafe { start_regs(regs) };
-    // SAFETY: Reads `current->mm`, checked non-null with sections by the hook.
-    let mm = unsafe { ffi::sframe_current_mm() }.cast();
-    // The original stores the PC even when the chain is full (and the
-    // store fails): one frame at least, so the first store is tried. The
-    // work budget bounds the time spent here with interrupts off.
-    let limits = WalkLimits::sample(entry.room().max(1), MAX_SPAN);
-    let mut tally = Tally::default();
-    // Nothing here sleeps: `copy_from_user_nmi()` reads do not fault pages in.
-    let stop = registry::with_walk_rows(mm, |rows| {
-        let mut lookup = RegistryLookup {
-            rows,
-            mem: NmiUserMemory::new(),
+/// Replaces `unwind_user()` (kernel/unwind/user.c), with its output rules:
+/// `trace->nr` restarts at zero (done by [`DeferredTrace`]), at most
+/// `max_entries` entries, `-EINVAL` for none allowed, an empty trace for
+/// kernel threads and when not entered from user mode.
+impl DeferredUnwinder for SframeUnwinder {
+    /// Only where page faults are allowed: `unwind_user()` is meant for
+    /// `unwind_user_faultable()` (task context), but it is an ordinary
+    /// function another caller could reach from an atomic context. The
+    /// replacement's reads are made for a context that may sleep, so such
+    /// a caller keeps the original.
+    fn accept() -> bool {
+        hooks::enabled(SFRAME_CTL_HOOK_DEFERRED)
+            && current_task::may_fault()
+            && UserRegs::current().is_some_and(|regs| eligible_task(&regs).is_some())
+    }
+
+    fn unwind_user(trace: &mut DeferredTrace<'_>) -> Result {
+        // Holds off unload while this task may sleep in a page fault.
+        let Some(_guard) = hooks::enter_deferred() else {
+            return Ok(());
         };
-        let mut mem = NmiUserMemory::new();
-        walk_amd64(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
-            if !entry.store(pc) {
+        let max_entries = trace.max_entries();
+        if max_entries == 0 {
+            return Err(EINVAL);
+        }
+        if current_task::is_kthread() {
+            return Ok(());
+        }
+        let Some(regs) = UserRegs::current().filter(|r| r.mode != Mode::Kernel) else {
+            return Ok(());
+        };
+        let t0 = now_ns();
+        let start = start_regs(&regs);
+        // Non-null with sections: `accept` checked, and an mm cannot
+        // change under its running task.
+        let mm = current_task::mm();
+        // `accept` checked that faults are allowed here; the registry returns
+        // rows by value, so no RCU read lock is held across a fault.
+        let mut lookup = RegistryLookup::new(MmRows(mm), FaultingUserMemory::new());
+        let mut mem = FaultingUserMemory::new();
+        let limits = WalkLimits::deferred(max_entries, MAX_SPAN);
+        let mut tally = Tally::default();
+        let stop = walk_amd64(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
+            if !trace.push(pc) {
                 return false;
             }
             tally.frame(source);
             true
-        })
-    });
-    tally.commit(Path::Sample, stop, now_ns().saturating_sub(t0));
-}
-
-/// The hook on `unwind_user()`.
-pub(crate) struct DeferredHook;
-
-impl Redirect for DeferredHook {
-    const TARGET: &'static CStr = c"unwind_user";
-
-    fn redirect(_args: &Args<'_>) -> Option<usize> {
-        if !hooks::enabled(SFRAME_CTL_HOOK_DEFERRED) {
-            return None;
-        }
-        // SAFETY: Reads `current`'s register frame pointer.
-        let regs = unsafe { ffi::sframe_current_user_regs() };
-        eligible_task(regs)?;
-        Some(unwind_user_sframe as *const () as usize)
+        });
+        tally.commit(Path::Deferred, stop, now_ns().saturating_sub(t0));
+        Ok(())
     }
-}
-
-/// Replaces `unwind_user()` (kernel/unwind/user.c) for the calls
-/// [`DeferredHook`] redirects, with its output rules: `trace->nr` restarts
-/// at zero, at most `max_entries` entries, `-EINVAL` for none allowed, an
-/// empty trace for kernel threads and when not entered from user mode.
-///
-/// # Safety
-///
-/// Called only in place of `unwind_user()`, with its arguments, after
-/// [`DeferredHook::redirect`] accepted the call.
-unsafe extern "C" fn unwind_user_sframe(
-    trace: *mut ffi::unwind_stacktrace,
-    max_entries: u32,
-) -> i32 {
-    // Holds off unload while this task may sleep in a page fault.
-    let Some(_guard) = hooks::enter_deferred() else {
-        // SAFETY: `trace` is the caller's valid trace.
-        unsafe { (*trace).nr = 0 };
-        return 0;
-    };
-    // SAFETY: `trace` is the caller's valid trace, whose `entries` hold
-    // `max_entries` words (`unwind_user_faultable()`).
-    let trace = unsafe { &mut *trace };
-    trace.nr = 0;
-    if max_entries == 0 {
-        return EINVAL.to_errno();
-    }
-    // SAFETY: These read `current`.
-    let regs = unsafe {
-        if ffi::sframe_current_is_kthread() {
-            return 0;
-        }
-        ffi::sframe_current_user_regs()
-    };
-    // SAFETY: `regs` is the task's own register frame.
-    if regs.is_null() || !unsafe { ffi::sframe_user_mode(regs) } {
-        return 0;
-    }
-    let t0 = now_ns();
-    // SAFETY: As above.
-    let start = unsafe { start_regs(regs) };
-    // SAFETY: Reads `current->mm`, checked non-null with sections by the hook.
-    let mm = unsafe { ffi::sframe_current_mm() }.cast();
-    // SAFETY: `unwind_user()` is called in task context where faults are
-    // allowed (`unwind_user_faultable()` says `might_fault()`); we hold no
-    // lock, and the registry returns rows by value, outside RCU.
-    let (lookup_mem, mut mem) = unsafe { (FaultingUserMemory::new(), FaultingUserMemory::new()) };
-    let mut lookup = RegistryLookup {
-        rows: MmRows(mm),
-        mem: lookup_mem,
-    };
-    let limits = WalkLimits::deferred(max_entries, MAX_SPAN);
-    let entries = trace.entries;
-    let mut nr: u32 = 0;
-    let mut tally = Tally::default();
-    let stop = walk_amd64(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
-        if nr >= max_entries {
-            return false;
-        }
-        // SAFETY: `entries` holds `max_entries` words and `nr < max_entries`.
-        unsafe { *entries.add(nr as usize) = pc as usize };
-        nr += 1;
-        tally.frame(source);
-        true
-    });
-    trace.nr = nr;
-    tally.commit(Path::Deferred, stop, now_ns().saturating_sub(t0));
-    0
 }

@@ -12,6 +12,8 @@
 //!   not resident reads as a fault.
 //! - [`FaultingUserMemory`]: the deferred path (task context on the way back
 //!   to user space). `copy_from_user()`, which may sleep to fault a page in.
+//!
+//! And the bound of every user address, which depends on the machine.
 
 use crate::{
     ffi,
@@ -63,23 +65,19 @@ impl Memory for NmiUserMemory {
 
 /// The current task's user memory, read with page faults allowed.
 ///
-/// # Invariants
-///
-/// Only made where the caller may sleep (see [`FaultingUserMemory::new`]).
+/// For task context only, with no lock held that a page fault may take
+/// (`mmap_lock` included) and outside RCU read-side sections: a read may
+/// sleep. Elsewhere a read deadlocks or sleeps in atomic context, which
+/// is a bug but not memory unsafety, as for [`UserSlice`] itself; every
+/// read says `might_fault()`, so debugging kernels report such a caller
+/// even when the read does not fault.
 pub(crate) struct FaultingUserMemory<'a> {
     _not_send: PhantomData<&'a NotThreadSafe>,
 }
 
 impl FaultingUserMemory<'_> {
     /// A reader of the current task's user memory that may fault pages in.
-    ///
-    /// # Safety
-    ///
-    /// The caller runs in task context where sleeping is allowed and holds
-    /// no lock a page fault may take (`mmap_lock` included) nor an RCU read
-    /// lock, for the lifetime of the value.
-    pub(crate) unsafe fn new() -> Self {
-        // INVARIANT: By the safety requirements.
+    pub(crate) fn new() -> Self {
         Self {
             _not_send: PhantomData,
         }
@@ -93,14 +91,33 @@ impl Memory for FaultingUserMemory<'_> {
     }
 
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        // Before any early return: the context is checked on every read,
+        // not only on those that reach `copy_from_user()`.
+        might_fault();
         let Ok(addr) = usize::try_from(addr) else {
             return false;
         };
         // `UserSlice` checks the range and copies with `copy_from_user()`,
-        // which may fault: allowed by the type invariant.
+        // which may fault.
         UserSlice::new(UserPtr::from_addr(addr), buf.len())
             .reader()
             .read_slice(buf)
             .is_ok()
     }
+}
+
+/// Says that the caller may take a page fault: with
+/// `CONFIG_DEBUG_ATOMIC_SLEEP` or lockdep, warns when it runs in atomic
+/// context or holds `mmap_lock`.
+fn might_fault() {
+    // SAFETY: `might_fault()` has no preconditions; it only checks.
+    unsafe { ffi::sframe_might_fault() }
+}
+
+/// One past the highest user address on this machine (`TASK_SIZE_MAX`):
+/// 2^47 or 2^56 less a guard page, by whether the kernel runs with 5-level
+/// paging, which is decided at boot.
+pub(crate) fn user_addr_end() -> u64 {
+    // SAFETY: `TASK_SIZE_MAX` reads a CPU feature bit; no preconditions.
+    unsafe { ffi::sframe_task_size_max() as u64 }
 }

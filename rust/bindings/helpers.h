@@ -28,6 +28,10 @@ bool sframe_regs_vm86(struct pt_regs *regs);
 bool sframe_current_is_kthread(void);
 bool sframe_current_in_uprobe(void);
 bool sframe_current_in_guest(void);
+bool sframe_current_addr32(void);
+bool sframe_may_fault(void);
+void sframe_might_fault(void);
+unsigned long sframe_task_size_max(void);
 
 /* ratelimit_state_init() with the interval in milliseconds. */
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst);
@@ -51,5 +55,8 @@ u32 sframe_current_kuid(void);
 /* Fault injection for KUnit (current->fail_nth). */
 bool sframe_set_fail_nth(unsigned int n);
 unsigned int sframe_fail_nth(void);
+
+/* synchronize_rcu_tasks() is a macro without CONFIG_TASKS_RCU. */
+void sframe_synchronize_rcu_tasks(void);
 
 #endif

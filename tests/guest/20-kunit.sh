@@ -17,6 +17,11 @@ for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
 	[ -f "$dir/results" ] || continue
 	suites=$((suites + 1))
 	suite=$(basename "$dir")
+	# Without CONFIG_KUNIT_AUTORUN_ENABLED (Debian's config, which the test
+	# kernel keeps) loading registers the suites without running them, and
+	# debugfs reports a suite that never ran as "ok" with no case lines.
+	# Run it through debugfs then.
+	grep -q -E '^    (not )?ok ' "$dir/results" || echo 1 >"$dir/run"
 	mkdir -p "$SFRAME_OUT/kunit"
 	cp "$dir/results" "$SFRAME_OUT/kunit/$suite.ktap"
 	# Each test case's line is indented one level: "    ok 3 name".
@@ -31,6 +36,8 @@ for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
 	done < <(sed -n -E 's/^    (not ok|ok) /\1 /p' "$dir/results" | sed 's/^not ok/not_ok/')
 	top=$(grep -E '^(not )?ok [0-9]+ ' "$dir/results" | tail -1)
 	cases=$(sed -n -E 's/^    1\.\.([0-9]+)$/\1/p' "$dir/results")
+	ran=$(grep -c -E '^    (not )?ok ' "$dir/results")
+	[ "$ran" = "${cases:-none}" ] || top="not ok: $ran of ${cases:-?} cases ran"
 	case $top in
 	ok*) _result ok "kunit suite $suite (${cases:-?} cases)" ;;
 	*) _result "not ok" "kunit suite $suite: ${top:-no result}" ;;

@@ -274,6 +274,39 @@ fn frame_pointer_return_address_must_be_text() {
     assert_eq!(stop, Stop::BadReturnAddress);
 }
 
+/// A machine whose user addresses end lower than the default (4-level
+/// paging ends them at 2^47 - 4096; here, below the program's callers).
+struct UserEnd<L>(L, u64);
+impl<L: Lookup> Lookup for UserEnd<L> {
+    fn row(&mut self, pc: u64) -> Option<Row> {
+        self.0.row(pc)
+    }
+    fn user_addr_end(&mut self) -> u64 {
+        self.1
+    }
+}
+
+#[test]
+fn return_address_beyond_the_user_end_stops_the_walk() {
+    let data = program();
+    let mut mem = Mem::default();
+    mem.put64(0x6f48, 0x1121);
+    mem.put64(0x6f40, 0);
+    let regs = Regs {
+        pc: 0x1210,
+        sp: 0x6f00,
+        fp: 0x6f40,
+    };
+    let mut lookup = UserEnd(SecLookup(Section::parse(&data, 0x8000).unwrap()), 0x1121);
+    let (frames, stop) = walk(regs, &mut lookup, &mut mem, &LIMITS);
+    assert_eq!(frames, vec![(0x1210, FrameSource::Sample)]);
+    assert_eq!(stop, Stop::BadReturnAddress);
+    // One byte higher, the same return address is accepted.
+    let mut lookup = UserEnd(SecLookup(Section::parse(&data, 0x8000).unwrap()), 0x1122);
+    let (frames, _) = walk(regs, &mut lookup, &mut mem, &LIMITS);
+    assert_eq!(frames.get(1), Some(&(0x1121, FrameSource::Sframe)));
+}
+
 #[test]
 fn signal_frame_on_an_alternate_stack() {
     // handler (0x1100, covered) returns to __restore_rt at 0x3000; the

@@ -327,3 +327,87 @@ pub const SFRAME_IOC_STATS: u32 = sframe_iowr(SFRAME_NR_STATS, SFRAME_STATS_SIZE
 /// Reads or sets module-wide switches (`CAP_SYS_ADMIN` to set).
 pub const SFRAME_IOC_CONTROL: u32 =
     sframe_iowr(SFRAME_NR_CONTROL, SFRAME_CONTROL_SIZE_VER0 as usize);
+
+/// The size of the field `_field` returns, for the layout checks of
+/// [`plain_structs`].
+const fn field_size<S, F>(_field: fn(&S) -> &F) -> usize {
+    core::mem::size_of::<F>()
+}
+
+/// Asks the kernel crate for a field type that is plain bytes both ways.
+#[cfg(MODULE)]
+const fn plain_field<S, F>(_field: fn(&S) -> &F)
+where
+    F: kernel::transmute::FromBytes + kernel::transmute::AsBytes,
+{
+}
+
+/// Declares that each listed argument structure is plain bytes, and checks
+/// it at compile time: its fields, named in declaration order, lie end to
+/// end from offset 0 to its size (no padding byte, so none is left
+/// uninitialised or leaks kernel memory to user space), and it is no
+/// smaller than its first published version.
+///
+/// In the kernel module (`cfg(MODULE)`; user space has no `kernel` crate)
+/// it also checks that every field type is `FromBytes` and `AsBytes`
+/// (fixed-width integers and arrays of them) and implements both traits
+/// for the structure, which the ioctl code needs to copy it.
+macro_rules! plain_structs {
+    ($($t:ident($ver0:expr) { $($f:ident),+ $(,)? })*) => {
+        $(
+            const _: () = {
+                let mut end = 0;
+                $(
+                    assert!(core::mem::offset_of!($t, $f) == end, "padding in an ABI structure");
+                    end += field_size(|s: &$t| &s.$f);
+                )+
+                assert!(core::mem::size_of::<$t>() == end, "padding in an ABI structure");
+                assert!(core::mem::size_of::<$t>() >= $ver0 as usize);
+            };
+            #[cfg(MODULE)]
+            const _: () = {
+                $(plain_field(|s: &$t| &s.$f);)+
+            };
+        )*
+        #[cfg(MODULE)]
+        const _: () = {
+            $(
+                // SAFETY: The structure is `repr(C)`, and the assertions
+                // above prove that its fields cover every byte of it and
+                // that each field is `FromBytes`: any byte pattern is a
+                // valid value of each field, so of the structure.
+                unsafe impl kernel::transmute::FromBytes for $t {}
+                // SAFETY: As above, each byte belongs to a field, and each
+                // field is `AsBytes` (no uninitialised byte, no interior
+                // mutability), so neither has the structure.
+                unsafe impl kernel::transmute::AsBytes for $t {}
+            )*
+        };
+    };
+}
+
+plain_structs! {
+    SframeVersion(SFRAME_VERSION_SIZE_VER0) {
+        size, abi_version, module_version, reserved, features,
+    }
+    SframeRegister(SFRAME_REGISTER_SIZE_VER0) {
+        size, flags, pidfd, reserved, sframe_data, sframe_len, sframe_addr, text_start,
+        text_end, handle,
+    }
+    SframeUnregister(SFRAME_UNREGISTER_SIZE_VER0) {
+        size, flags, pidfd, reserved, handle, addr,
+    }
+    SframeSectionInfo(SFRAME_SECTION_INFO_SIZE_VER0) {
+        handle, text_start, text_end, sframe_addr, sframe_len, kernel_bytes, version, num_fdes,
+        shared, reserved,
+    }
+    SframeList(SFRAME_LIST_SIZE_VER0) {
+        size, flags, pidfd, entry_size, entries, capacity, count,
+    }
+    SframeStats(SFRAME_STATS_SIZE_VER0) {
+        size, reserved, sections, copies, bytes, mms, registered, unregistered, failures, unwind,
+    }
+    SframeControl(SFRAME_CONTROL_SIZE_VER0) {
+        size, mask, value, reserved,
+    }
+}

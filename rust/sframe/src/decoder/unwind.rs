@@ -63,6 +63,13 @@ pub trait Lookup {
     fn is_text(&mut self, _pc: u64) -> bool {
         true
     }
+
+    /// One past the highest user address: a return address at or above it
+    /// ends the walk. The kernel gives its own (`TASK_SIZE_MAX`, 2^47 or
+    /// 2^56 less a page by the paging mode); the default is the larger.
+    fn user_addr_end(&mut self) -> u64 {
+        USER_ADDR_END
+    }
 }
 
 /// The registers an x86-64 unwind step needs.
@@ -238,7 +245,7 @@ pub const ENTRY_ROW: Row = Row {
 };
 
 /// One past the highest x86-64 user address (`TASK_SIZE_MAX` with 5-level
-/// paging); a return address at or above it is not user text.
+/// paging): the default of [`Lookup::user_addr_end`].
 pub const USER_ADDR_END: u64 = (1 << 56) - 4096;
 
 /// `mov $15,%rax; syscall`: glibc's (and the kernel's documented)
@@ -517,7 +524,7 @@ fn walk_frames<M: Memory>(
         if next.pc == 0 {
             return Stop::Outermost;
         }
-        if next.pc >= USER_ADDR_END {
+        if next.pc >= lookup.user_addr_end() {
             return Stop::BadReturnAddress;
         }
         if source == FrameSource::SignalFrame {
