@@ -93,6 +93,9 @@ mod rcu_maple_tests {
         assert_eq!(t.load(0x2000, &g).map(|v| v.0), Some(4));
         assert_eq!(t.load(0x3fff, &g).map(|v| v.0), Some(2));
         assert_eq!(t.load(0x4000, &g).map(|v| v.0), None);
+        drop(g);
+        // A tree must be emptied before it is dropped.
+        t.clear(drop);
         Ok(())
     }
 
@@ -122,6 +125,8 @@ mod rcu_maple_tests {
         t.for_each(0x20800, 0x40000, &g, |v| hits |= 1 << v.0);
         assert_eq!(hits, 0b1110);
         drop(seen);
+        drop(g);
+        t.clear(drop);
         Ok(())
     }
 

@@ -1,13 +1,14 @@
 # SPDX-License-Identifier: GPL-2.0
-# The KUnit suites of sframe_unwind_test.ko all pass.  Loading the module
-# runs them (CONFIG_KUNIT_DEFAULT_ENABLED); results come from debugfs, KTAP.
+# The KUnit suites of sframe_unwind_test.ko all pass.  They run when the
+# module loads or through debugfs (see below); results come from debugfs, KTAP.
 . "$SFRAME_SRC/tests/lib.sh"
 
 # The registry's fault-injection test fails its own allocations through
 # fail-nth; let that reach GFP_KERNEL allocations too (failslab skips
-# allocations that may sleep by default).
-failslab=/sys/kernel/debug/failslab/ignore-gfp-wait
-[ -w $failslab ] && echo N >$failslab
+# allocations that may sleep by default), and without the stack trace
+# failslab prints for each failure it injects (a splat for check-dmesg).
+failslab=/sys/kernel/debug/failslab
+[ -w $failslab/ignore-gfp-wait ] && echo N >$failslab/ignore-gfp-wait && echo 0 >$failslab/verbose
 if ! insmod "$SFRAME_TEST_KO"; then
 	_result "not ok" "insmod sframe_unwind_test"
 	exit 0
@@ -44,5 +45,5 @@ for dir in /sys/kernel/debug/kunit/sframe_unwind*; do
 	esac
 done
 [ "$suites" -gt 0 ] || _result "not ok" "kunit: no sframe_unwind suites in debugfs"
-[ -w $failslab ] && echo Y >$failslab
+[ -w $failslab/ignore-gfp-wait ] && echo Y >$failslab/ignore-gfp-wait && echo 2 >$failslab/verbose
 check "rmmod sframe_unwind_test" rmmod sframe_unwind_test
