@@ -70,7 +70,7 @@ module! {
 }
 
 /// The node is for every user: a process registers only its own sections
-/// (or, later, those of a process it may ptrace).
+/// and those of processes whose `/proc/PID/mem` it could open.
 const DEVICE_MODE: u16 = 0o666;
 
 /// Fields drop in declaration order: the hooks first (no unwinder runs
@@ -97,6 +97,8 @@ impl kernel::InPlaceModule for SframeModule {
             max_sections_per_mm: module_parameters::max_sections_per_mm.value(),
             max_total_bytes: module_parameters::max_total_bytes.value(),
         };
+        // Before the device: an ioctl may name another process at once.
+        permission::init();
         // The registry exists before the device: an ioctl may come at once.
         try_pin_init!(Self {
             _registry: registry::RegistryHandle::new(limits)?,

@@ -39,4 +39,9 @@ struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
 /* cond_resched() is a macro. */
 void sframe_cond_resched(void);
 
+/* Other processes (rust/permission.rs). */
+struct file;
+
+bool sframe_proc_self_file(struct file *file, const char *name);
+
 #endif
