@@ -226,3 +226,21 @@ void sframe_synchronize_rcu_tasks(void)
 {
 	synchronize_rcu_tasks();
 }
+
+/* Other processes: rust/permission.rs. */
+#include <linux/dcache.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <linux/string.h>
+
+/*
+ * Whether @file is procfs's file @name of the current process, opened on
+ * its address space.  Procfs never renames the files of a process
+ * directory, so the dentry name is stable while the file is open.
+ */
+bool sframe_proc_self_file(struct file *file, const char *name)
+{
+	return file_inode(file)->i_sb->s_magic == PROC_SUPER_MAGIC &&
+	       file->private_data == current->mm &&
+	       !strcmp(file_dentry(file)->d_name.name, name);
+}

@@ -116,32 +116,38 @@ fn bad_arg(reason: &'static str) -> Failure {
 }
 
 /// Runs `f` on the target address space: the caller's, or with
-/// `SFRAME_F_PIDFD` that of the process `pidfd` names, if the caller may
-/// `access` it.
+/// `SFRAME_F_PROCFD` the one the `/proc/PID/mem` (or, to read,
+/// `/proc/PID/auxv`) file `fd` was opened on.  `SFRAME_F_PIDFD` is refused:
+/// the module has no exported way to check ptrace permission from a pidfd.
 fn with_target<R>(
     flags: u32,
-    pidfd: i32,
+    fd: i32,
     access: Access,
     f: impl FnOnce(&MmWithUser) -> Result<R, Failure>,
 ) -> Result<R, Failure> {
     if flags & SFRAME_F_PIDFD != 0 {
-        let mm = permission::mm_of_pidfd(pidfd, access).map_err(|e| {
-            if e == EPERM || e == EACCES {
-                Failure::new(e, SFRAME_FAIL_PERMISSION, "no ptrace access to the target")
+        return Err(Failure::new(
+            EOPNOTSUPP,
+            SFRAME_FAIL_ARGUMENT,
+            "pidfd targets unsupported, use SFRAME_F_PROCFD",
+        ));
+    }
+    if flags & SFRAME_F_PROCFD != 0 {
+        let mm = permission::mm_of_procfd(fd, access).map_err(|e| {
+            if e == EPERM {
+                Failure::new(e, SFRAME_FAIL_PERMISSION, "auxv file given to modify")
             } else if e == EOPNOTSUPP {
-                Failure::new(e, SFRAME_FAIL_ARGUMENT, "pidfd targets unsupported")
+                Failure::new(e, SFRAME_FAIL_ARGUMENT, "procfs was not found at load")
+            } else if e == ESRCH {
+                Failure::new(e, SFRAME_FAIL_ARGUMENT, "target exited or executed")
             } else {
-                Failure::new(
-                    e,
-                    SFRAME_FAIL_ARGUMENT,
-                    "bad pidfd or target without memory",
-                )
+                Failure::new(e, SFRAME_FAIL_ARGUMENT, "not a /proc/PID/mem descriptor")
             }
         })?;
         return f(&mm);
     }
-    if pidfd != 0 {
-        return Err(bad_arg("pidfd set without SFRAME_F_PIDFD"));
+    if fd != 0 {
+        return Err(bad_arg("pidfd set without SFRAME_F_PROCFD"));
     }
     let task = kernel::current!();
     let mm = task.mm().ok_or(bad_arg("caller has no address space"))?;
@@ -155,7 +161,7 @@ fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
     if v.reserved != 0 || v.handle != 0 {
         return Err(bad_arg("reserved or output field not zero"));
     }
-    if v.flags & !SFRAME_F_PIDFD != 0 {
+    if v.flags & !(SFRAME_F_PIDFD | SFRAME_F_PROCFD) != 0 {
         return Err(bad_arg("unknown flags"));
     }
     let req = RegisterRequest {
@@ -184,7 +190,7 @@ fn unregister(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
     if v.reserved != 0 {
         return Err(bad_arg("reserved field not zero"));
     }
-    if v.flags & !(SFRAME_F_PIDFD | SFRAME_F_BY_ADDR) != 0 {
+    if v.flags & !(SFRAME_F_PIDFD | SFRAME_F_PROCFD | SFRAME_F_BY_ADDR) != 0 {
         return Err(bad_arg("unknown flags"));
     }
     let which = if v.flags & SFRAME_F_BY_ADDR != 0 {
@@ -207,7 +213,7 @@ fn unregister(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
 fn list(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
     let mut s = read_struct::<SframeList>(arg, SFRAME_LIST_SIZE_VER0).map_err(arg_failure)?;
     let v = s.value;
-    if v.flags & !SFRAME_F_PIDFD != 0 {
+    if v.flags & !(SFRAME_F_PIDFD | SFRAME_F_PROCFD) != 0 {
         return Err(bad_arg("unknown flags"));
     }
     if v.count != 0 {

@@ -1,154 +1,135 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Another process's address space, named by a pidfd, with ptrace's rules.
+//! Another process's address space, named by an open `/proc/PID/mem` or
+//! `/proc/PID/auxv` file, with the permission the kernel checked when the
+//! caller opened it.
 //!
-//! C headers: [`include/linux/pid.h`](srctree/include/linux/pid.h),
+//! C headers: [`include/linux/fs.h`](srctree/include/linux/fs.h),
 //! [`include/linux/sched/mm.h`](srctree/include/linux/sched/mm.h)
 //!
-//! The kernel's own way is `pidfd_get_task()` then `mm_access()`, which
-//! checks ptrace access under the target's `exec_update_lock` (so the
-//! check and the mm belong to the same program image).  Neither function is
-//! exported to modules, and the project does not use
-//! `kallsyms_lookup_name()`: their addresses are resolved once, at the first
-//! pidfd request (not at load: a kprobe costs code patching and an RCU grace
-//! period, which every `insmod`/`rmmod` would pay), by registering (and at
-//! once unregistering) a kprobe on each name, which reports the probed
-//! address.  A kprobe lands after an `endbr64` under IBT,
-//! so that instruction is stepped back over.  The function types are the
-//! ones the kernel's own headers declare (checked by bindgen's output).  If
-//! either name cannot be resolved, pidfd targets are refused with
-//! `EOPNOTSUPP`.
+//! The kernel checks ptrace permission over an address space in
+//! `mm_access()`, under the target's `exec_update_lock` so that the check
+//! and the address space belong to the same program image.  Neither it nor
+//! `ptrace_may_access()`, `pidfd_pid()` or `pidfd_get_pid()` is exported to
+//! modules, and a module must not reach unexported functions at all, so
+//! the module cannot start from a pidfd.  Opening `/proc/PID/mem` runs
+//! `mm_access()` with `PTRACE_MODE_ATTACH_FSCREDS` and keeps the address
+//! space it checked in the file (`private_data`, with `mm_count` raised
+//! until the file is released); `/proc/PID/auxv` does the same with
+//! `PTRACE_MODE_READ_FSCREDS`.  The caller opens one of them and passes the
+//! descriptor.  The module recognises the two kinds of file by their
+//! `file_operations`, whose addresses it learns at load by opening
+//! `/proc/self/mem` and `/proc/self/auxv` (the addresses are only compared,
+//! never called), and takes the checked address space from the file if it
+//! still has users.  A target that has since exited or run `execve()` has
+//! none: the descriptor never reaches a later program image.
 
-use core::sync::atomic::{
-    AtomicU8,
-    AtomicUsize,
-    Ordering, //
+use core::{
+    ptr::NonNull,
+    sync::atomic::{
+        AtomicUsize,
+        Ordering, //
+    },
 };
 use kernel::{
     bindings,
     error::from_err_ptr,
-    ffi::{
-        c_int,
-        c_uint, //
+    fs::{
+        File,
+        LocalFile, //
     },
-    mm::MmWithUser,
+    mm::{
+        Mm,
+        MmWithUser, //
+    },
     prelude::*,
     sync::aref::ARef, //
 };
 
-type PidfdGetTask = unsafe extern "C" fn(c_int, *mut c_uint) -> *mut bindings::task_struct;
-type MmAccess =
-    unsafe extern "C" fn(*mut bindings::task_struct, c_uint) -> *mut bindings::mm_struct;
-
-/// Address of `pidfd_get_task()`, 0 if unresolved.
-static PIDFD_GET_TASK: AtomicUsize = AtomicUsize::new(0);
-/// Address of `mm_access()`, 0 if unresolved.
-static MM_ACCESS: AtomicUsize = AtomicUsize::new(0);
-/// Whether [`resolve_once`] ran: [`UNRESOLVED`], [`RESOLVED`] or
-/// [`UNAVAILABLE`].
-static STATE: AtomicU8 = AtomicU8::new(UNRESOLVED);
-const UNRESOLVED: u8 = 0;
-const RESOLVED: u8 = 1;
-const UNAVAILABLE: u8 = 2;
+/// Address of the `file_operations` of `/proc/PID/mem` files, 0 if unknown.
+static MEM_FOPS: AtomicUsize = AtomicUsize::new(0);
+/// Address of the `file_operations` of `/proc/PID/auxv` files, 0 if unknown.
+static AUXV_FOPS: AtomicUsize = AtomicUsize::new(0);
 
 /// What the caller wants to do with the target.
 #[derive(Clone, Copy)]
 pub(crate) enum Access {
-    /// Register or unregister: ptrace attach permission, real credentials.
+    /// Register or unregister: ptrace attach permission (`/proc/PID/mem`).
     Modify,
-    /// List: ptrace read permission, filesystem credentials (as
-    /// `/proc/PID/maps`).
+    /// List: ptrace read permission (`/proc/PID/mem` or `/proc/PID/auxv`,
+    /// as for `/proc/PID/maps`: the layout is ASLR-sensitive).
     Read,
 }
 
-/// The address of the function `name`, found through a kprobe.
-fn resolve(name: &'static CStr) -> usize {
-    // SAFETY: All-zero is a valid `struct kprobe` (no handlers, no flags).
-    let mut kp: crate::ffi::kprobe = unsafe { core::mem::zeroed() };
-    kp.symbol_name = name.as_char_ptr();
-    // SAFETY: `kp` is a valid kprobe with only a symbol name, alive until it
-    // is unregistered below.
-    if unsafe { crate::ffi::register_kprobe(&mut kp) } != 0 {
+/// The `file_operations` address of the procfs file `path`, which must be
+/// the current process's own file named `name`, or 0.
+fn fops_of(path: &CStr, name: &CStr) -> usize {
+    // SAFETY: `path` is NUL-terminated; process context (module load).
+    let file = unsafe { bindings::filp_open(path.as_char_ptr(), bindings::O_RDONLY as i32, 0) };
+    let Some(file) = from_err_ptr(file).ok().and_then(NonNull::new) else {
+        return 0;
+    };
+    // SAFETY: `filp_open` returned a file with a reference of its own, which
+    // the `ARef` now owns and drops with `fput`.
+    let file: ARef<File> = unsafe { ARef::from_raw(file.cast()) };
+    // The path was looked up in the loader's mount namespace: make sure it
+    // led to procfs's own file for this process, whose private data is the
+    // process's address space.  Anything else (no procfs, a file mounted
+    // over it) would make the comparison below accept the wrong files.
+    // SAFETY: `file` is a live file and `name` is NUL-terminated.
+    if !unsafe { crate::ffi::sframe_proc_self_file(file.as_ptr().cast(), name.as_char_ptr()) } {
         return 0;
     }
-    let addr = kp.addr as usize;
-    // SAFETY: `kp` was registered above.
-    unsafe { crate::ffi::unregister_kprobe(&mut kp) };
-    if cfg!(CONFIG_X86_KERNEL_IBT) && addr >= 4 {
-        const ENDBR64: [u8; 4] = [0xf3, 0x0f, 0x1e, 0xfa];
-        // SAFETY: `addr` is inside a kernel function (kernel text is mapped
-        // and readable); the four bytes before it are the function's first
-        // instruction or the end of the preceding padding.
-        let before: [u8; 4] = unsafe { core::ptr::read_unaligned((addr - 4) as *const [u8; 4]) };
-        if before == ENDBR64 {
-            return addr - 4;
-        }
-    }
-    addr
+    // SAFETY: `file` is live; `f_op` is set when the file is opened.
+    unsafe { (*file.as_ptr()).f_op as usize }
 }
 
-/// Resolves the functions the first time a pidfd target is asked for.
-/// Sleeps.  Two racing first callers both resolve: the results are equal.
-fn resolve_once() {
-    if STATE.load(Ordering::Acquire) != UNRESOLVED {
+/// Learns which files are `/proc/PID/mem` and `/proc/PID/auxv`.  Runs at
+/// load, before the device exists; sleeps.  Without procfs, targets other
+/// than the caller are refused with `EOPNOTSUPP`.
+pub(crate) fn init() {
+    let mem = fops_of(c"/proc/self/mem", c"mem");
+    let auxv = fops_of(c"/proc/self/auxv", c"auxv");
+    if mem == 0 || auxv == 0 {
+        pr_info!("other processes unsupported: /proc/self/mem or /proc/self/auxv not found\n");
         return;
     }
-    let task = resolve(c"pidfd_get_task");
-    let mm = resolve(c"mm_access");
-    if task == 0 || mm == 0 {
-        if STATE.swap(UNAVAILABLE, Ordering::AcqRel) == UNRESOLVED {
-            pr_info!("pidfd targets unsupported: pidfd_get_task or mm_access not found\n");
-        }
-        return;
-    }
-    PIDFD_GET_TASK.store(task, Ordering::Release);
-    MM_ACCESS.store(mm, Ordering::Release);
-    STATE.store(RESOLVED, Ordering::Release);
+    MEM_FOPS.store(mem, Ordering::Release);
+    AUXV_FOPS.store(auxv, Ordering::Release);
 }
 
-/// The address space of the process `pidfd` refers to, if the caller may
-/// `access` it: `EPERM` (modify) or `EACCES` (read) if not, `ESRCH` if it
-/// has exited or has no address space, `EBADF`/`EINVAL` for a bad pidfd.
-pub(crate) fn mm_of_pidfd(pidfd: i32, access: Access) -> Result<ARef<MmWithUser>> {
-    resolve_once();
-    let task_fn = PIDFD_GET_TASK.load(Ordering::Acquire);
-    let mm_fn = MM_ACCESS.load(Ordering::Acquire);
-    if task_fn == 0 || mm_fn == 0 {
+/// The address space the file `fd` was opened on, if it is a
+/// `/proc/PID/mem` file (any `access`) or a `/proc/PID/auxv` file (`Read`
+/// only; `EPERM` for `Modify`).  `EBADF` for a bad descriptor or another
+/// kind of file, `ESRCH` if the address space has no users left (exit,
+/// `execve()`), `EOPNOTSUPP` if [`init`] found no procfs.
+pub(crate) fn mm_of_procfd(fd: i32, access: Access) -> Result<ARef<MmWithUser>> {
+    let mem = MEM_FOPS.load(Ordering::Acquire);
+    let auxv = AUXV_FOPS.load(Ordering::Acquire);
+    if mem == 0 || auxv == 0 {
         return Err(EOPNOTSUPP);
     }
-    // SAFETY: `resolve_once` stored the address of `pidfd_get_task`, whose C type is
-    // `PidfdGetTask`; the kernel is not unloaded.
-    let get_task: PidfdGetTask = unsafe { core::mem::transmute::<usize, PidfdGetTask>(task_fn) };
-    // SAFETY: As above, for `mm_access`.
-    let mm_access: MmAccess = unsafe { core::mem::transmute::<usize, MmAccess>(mm_fn) };
-    // Negative pidfds other than the PIDFD_SELF_* constants are bad file
-    // descriptors for fdget() anyway; refuse all of them.
-    if pidfd < 0 {
-        return Err(EBADF);
+    let fd = u32::try_from(fd).map_err(|_| EBADF)?;
+    let file = LocalFile::fget(fd)?;
+    // SAFETY: `file` holds a reference; `f_op` is set when a file is opened.
+    let fops = unsafe { (*file.as_ptr()).f_op } as usize;
+    match access {
+        _ if fops == mem => {}
+        Access::Read if fops == auxv => {}
+        Access::Modify if fops == auxv => return Err(EPERM),
+        _ => return Err(EBADF),
     }
-    let mut flags: c_uint = 0;
-    // SAFETY: Process context; `flags` is valid for writes.
-    let task = from_err_ptr(unsafe { get_task(pidfd, &mut flags) })?;
-    let mode = match access {
-        Access::Modify => bindings::PTRACE_MODE_ATTACH_REALCREDS,
-        Access::Read => bindings::PTRACE_MODE_READ_FSCREDS,
-    };
-    // SAFETY: `task` is a counted reference from `pidfd_get_task`.
-    let mm = unsafe { mm_access(task, mode) };
-    // SAFETY: Drops the reference `pidfd_get_task` took.
-    unsafe { bindings::put_task_struct(task) };
-    let mm = from_err_ptr(mm).map_err(|e| {
-        if e == EACCES {
-            match access {
-                Access::Modify => EPERM,
-                Access::Read => EACCES,
-            }
-        } else {
-            e
-        }
-    })?;
-    let mm = core::ptr::NonNull::new(mm.cast::<MmWithUser>()).ok_or(ESRCH)?;
-    // SAFETY: `mm_access` returned an mm with `mm_users` raised (`mmget`),
-    // which the `ARef<MmWithUser>` owns and drops with `mmput`.
-    Ok(unsafe { ARef::from_raw(mm) })
+    // SAFETY: Files with these operations were opened by procfs's
+    // `__mem_open()`, which set `private_data` to the address space it
+    // checked, with `mm_count` raised until the file is released, and never
+    // changes it; `file` holds a reference, so the file is not released.
+    let mm = unsafe { (*file.as_ptr()).private_data }.cast::<bindings::mm_struct>();
+    if mm.is_null() {
+        return Err(ESRCH);
+    }
+    // SAFETY: As above: `mm_count` stays raised while `file` lives, which is
+    // longer than this reference is used.
+    let mm = unsafe { Mm::from_raw(mm) };
+    // The returned reference holds `mm_users` and does not need the file.
+    mm.mmget_not_zero().ok_or(ESRCH)
 }

@@ -87,7 +87,7 @@ module! {
 }
 
 /// The node is for every user: a process registers only its own sections
-/// (or, later, those of a process it may ptrace).
+/// and those of processes whose `/proc/PID/mem` it could open.
 const DEVICE_MODE: u16 = 0o666;
 
 /// Fields drop in declaration order: the hooks first (no unwinder runs
@@ -117,6 +117,8 @@ impl kernel::InPlaceModule for SframeModule {
             max_bytes_per_user: module_parameters::max_bytes_per_user.value(),
             max_sections_per_user: module_parameters::max_sections_per_user.value(),
         };
+        // Before the device: an ioctl may name another process at once.
+        permission::init();
         // The registry exists before the device: an ioctl may come at once.
         try_pin_init!(Self {
             _registry: registry::RegistryHandle::new(limits)?,

@@ -38,15 +38,20 @@ struct sframe_version {
 #define SFRAME_IOC_STATS	_IOWR(SFRAME_IOC_MAGIC, 0x04, struct sframe_stats)
 #define SFRAME_IOC_CONTROL	_IOWR(SFRAME_IOC_MAGIC, 0x05, struct sframe_control)
 
-/* flags: the pidfd field names the target process (default: the caller). */
+/* flags: a pidfd names the target; not supported (EOPNOTSUPP). */
 #define SFRAME_F_PIDFD		(1U << 0)
 /* sframe_unregister.flags: remove the section whose text contains addr. */
 #define SFRAME_F_BY_ADDR	(1U << 1)
+/*
+ * flags: the pidfd field holds an open /proc/PID/mem (or, for LIST, also
+ * /proc/PID/auxv) naming the target (default: the caller).
+ */
+#define SFRAME_F_PROCFD		(1U << 2)
 
 struct sframe_register {
 	__u32 size;		/* in: sizeof(struct sframe_register) */
-	__u32 flags;		/* in: SFRAME_F_PIDFD or 0 */
-	__s32 pidfd;		/* in, with SFRAME_F_PIDFD: the target */
+	__u32 flags;		/* in: SFRAME_F_PROCFD or 0 */
+	__s32 pidfd;		/* in, with SFRAME_F_PROCFD: the target */
 	__u32 reserved;		/* must be zero */
 	__u64 sframe_data;	/* in: address of the SFrame bytes (caller's memory) */
 	__u64 sframe_len;	/* in: their length */
@@ -59,8 +64,8 @@ struct sframe_register {
 
 struct sframe_unregister {
 	__u32 size;		/* in: sizeof(struct sframe_unregister) */
-	__u32 flags;		/* in: SFRAME_F_PIDFD, SFRAME_F_BY_ADDR */
-	__s32 pidfd;		/* in, with SFRAME_F_PIDFD: the target */
+	__u32 flags;		/* in: SFRAME_F_PROCFD, SFRAME_F_BY_ADDR */
+	__s32 pidfd;		/* in, with SFRAME_F_PROCFD: the target */
 	__u32 reserved;		/* must be zero */
 	__u64 handle;		/* in: from SFRAME_IOC_REGISTER */
 	__u64 addr;		/* in, with SFRAME_F_BY_ADDR: inside the text */
@@ -83,8 +88,8 @@ struct sframe_section_info {
 
 struct sframe_list {
 	__u32 size;		/* in: sizeof(struct sframe_list) */
-	__u32 flags;		/* in: SFRAME_F_PIDFD or 0 */
-	__s32 pidfd;		/* in, with SFRAME_F_PIDFD: the target */
+	__u32 flags;		/* in: SFRAME_F_PROCFD or 0 */
+	__s32 pidfd;		/* in, with SFRAME_F_PROCFD: the target */
 	__u32 entry_size;	/* in: sizeof(struct sframe_section_info) */
 	__u64 entries;		/* in: address of an array of capacity entries */
 	__u32 capacity;		/* in: entries the array holds */

@@ -59,4 +59,9 @@ unsigned int sframe_fail_nth(void);
 /* synchronize_rcu_tasks() is a macro without CONFIG_TASKS_RCU. */
 void sframe_synchronize_rcu_tasks(void);
 
+/* Other processes (rust/permission.rs). */
+struct file;
+
+bool sframe_proc_self_file(struct file *file, const char *name);
+
 #endif

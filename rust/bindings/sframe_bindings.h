@@ -7,7 +7,6 @@
  */
 #include <linux/capability.h>
 #include <linux/ftrace.h>
-#include <linux/kprobes.h>
 #include <linux/maple_tree.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>

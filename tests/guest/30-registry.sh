@@ -14,7 +14,12 @@ check "each errno (EINVAL, EFAULT, E2BIG, EEXIST, ENOENT, ENOTTY)" "$R" errno
 check "munmap or MAP_FIXED over registered text drops it" "$R" munmap
 check "exec: the new image has no registrations" "$R" exec
 check "fork: the child starts empty" "$R" fork
-check "another process through a pidfd (EPERM/EACCES unprivileged)" "$R" pidfd
+# Other processes: a set-user-ID-root copy of the program checks that a
+# descriptor does not follow its process into a set-user-ID program (output
+# says if the copy could not run as root).
+cp "$R" /tmp/registry-suid && chmod 4755 /tmp/registry-suid
+check_show "another process through /proc/PID/mem or auxv (own, child, root's, exited, setuid exec)" \
+	"$R" procfd /tmp/registry-suid
 check_show "the same section in 100 processes is held once" "$R" share 100
 check "as an unprivileged user" setpriv --reuid=65534 --regid=65534 --clear-groups "$R" self
 check_show "8 threads for 30 s" "$R" threads 30

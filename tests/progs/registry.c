@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -133,14 +134,17 @@ static int open_dev(void)
 	return fd;
 }
 
-/* Registers LEN bytes at DATA, describing SFRAME_ADDR, for [TEXT, END). */
-static int reg_raw(int pidfd, const void *data, uint64_t len, uint64_t sframe_addr,
+/*
+ * Registers LEN bytes at DATA, describing SFRAME_ADDR, for [TEXT, END), in
+ * the process whose /proc/PID/mem TARGET is (or in ours if TARGET is -1).
+ */
+static int reg_raw(int target, const void *data, uint64_t len, uint64_t sframe_addr,
 		   uint64_t text, uint64_t end, uint64_t *handle)
 {
 	struct sframe_register r = {
 		.size = sizeof(r),
-		.flags = pidfd >= 0 ? SFRAME_F_PIDFD : 0,
-		.pidfd = pidfd >= 0 ? pidfd : 0,
+		.flags = target >= 0 ? SFRAME_F_PROCFD : 0,
+		.pidfd = target >= 0 ? target : 0,
 		.sframe_data = (uintptr_t)data,
 		.sframe_len = len,
 		.sframe_addr = sframe_addr,
@@ -161,12 +165,12 @@ static int reg(const struct object *o, uint64_t *handle)
 		       o->text, o->text_end, handle);
 }
 
-static int unreg_handle(int pidfd, uint64_t handle)
+static int unreg_handle(int target, uint64_t handle)
 {
 	struct sframe_unregister u = {
 		.size = sizeof(u),
-		.flags = pidfd >= 0 ? SFRAME_F_PIDFD : 0,
-		.pidfd = pidfd >= 0 ? pidfd : 0,
+		.flags = target >= 0 ? SFRAME_F_PROCFD : 0,
+		.pidfd = target >= 0 ? target : 0,
 		.handle = handle,
 	};
 
@@ -186,13 +190,16 @@ static int unreg_addr(uint64_t addr)
 
 #define MAX_LIST 64
 
-/* Lists into INFO (up to MAX_LIST); returns the count or -errno. */
-static int list_pid(int pidfd, struct sframe_section_info *info)
+/*
+ * Lists into INFO (up to MAX_LIST) the sections of the process whose
+ * /proc/PID/mem or auxv TARGET is (ours if -1); returns the count or -errno.
+ */
+static int list_pid(int target, struct sframe_section_info *info)
 {
 	struct sframe_list l = {
 		.size = sizeof(l),
-		.flags = pidfd >= 0 ? SFRAME_F_PIDFD : 0,
-		.pidfd = pidfd >= 0 ? pidfd : 0,
+		.flags = target >= 0 ? SFRAME_F_PROCFD : 0,
+		.pidfd = target >= 0 ? target : 0,
 		.entry_size = sizeof(*info),
 		.entries = (uintptr_t)info,
 		.capacity = info ? MAX_LIST : 0,
@@ -396,15 +403,18 @@ static int case_errno(void)
 	      errno == ENOTTY, "unknown command number");
 	check(ioctl(dev, _IOWR('x', NR_REGISTER, struct sframe_register), &r) == -1 &&
 	      errno == ENOTTY, "other ioctl type");
-	/* A pidfd without the flag, a bad pidfd with it. */
+	/* A descriptor without the flag, a bad one with it, the pidfd flag. */
 	memset(&r, 0, sizeof(r));
 	r.size = sizeof(r);
 	r.pidfd = 3;
 	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EINVAL, "pidfd without flag");
-	r.flags = SFRAME_F_PIDFD;
+	r.flags = SFRAME_F_PROCFD;
 	r.pidfd = 1000;
-	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && (errno == EBADF || errno == EOPNOTSUPP),
-	      "bad pidfd: %s", strerror(errno));
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EBADF,
+	      "bad descriptor: %s", strerror(errno));
+	r.flags = SFRAME_F_PIDFD;
+	check(ioctl(dev, SFRAME_IOC_REGISTER, &r) == -1 && errno == EOPNOTSUPP,
+	      "SFRAME_F_PIDFD: %s", strerror(errno));
 	return 0;
 }
 
@@ -723,52 +733,222 @@ static int case_fuzz(long n, uint64_t seed)
 	return 0;
 }
 
-/* Another process through a pidfd: allowed with ptrace access, refused otherwise. */
-static int case_pidfd(void)
+/* Opens /proc/PID/NAME; returns the descriptor or -errno. */
+static int open_proc(pid_t pid, const char *name)
 {
-	struct object o = self();
-	struct sframe_section_info info[MAX_LIST];
-	int go[2], pidfd, status;
-	uint64_t h;
-	pid_t child, other;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, name);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd >= 0 ? fd : -errno;
+}
+
+/*
+ * A child that waits until *RELEASE is closed, then exits 3 if it sees a
+ * section registered in its own address space, 0 if not.
+ */
+static pid_t spawn_waiter(int *release)
+{
+	int go[2];
+	pid_t child;
 	char c;
 
 	check(!pipe(go), "pipe");
 	child = fork();
+	check(child >= 0, "fork");
 	if (child == 0) {
 		close(go[1]);
 		(void)!read(go[0], &c, 1);
 		_exit(count_sections() == 0 ? 0 : 3);
 	}
 	close(go[0]);
+	*release = go[1];
+	return child;
+}
+
+/* Releases a spawn_waiter() child; true if it saw a section. */
+static int reap_waiter(pid_t child, int release)
+{
+	int status;
+
+	close(release);
+	check(waitpid(child, &status, 0) == child && WIFEXITED(status), "child");
+	return WEXITSTATUS(status) == 3;
+}
+
+/* LIST with SFRAME_F_PIDFD, which the module refuses. */
+static int list_pidfd_flag(int fd)
+{
+	struct sframe_list l = {
+		.size = sizeof(l),
+		.flags = SFRAME_F_PIDFD,
+		.pidfd = fd,
+		.entry_size = sizeof(struct sframe_section_info),
+	};
+
+	return ioctl(dev, SFRAME_IOC_LIST, &l) ? -errno : (int)l.count;
+}
+
+/*
+ * A process of ours runs the set-user-ID copy SUID of this program: the
+ * /proc/PID/mem opened before no longer reaches it, and it cannot be
+ * opened again.  Returns 1 if SUID did not run as root (a nosuid mount).
+ */
+static int suid_exec(const struct object *o, const char *suid)
+{
+	int go[2], report[2], mem, status;
+	char euid[16] = "";
+	pid_t child;
+	ssize_t n;
+
+	check(!pipe(go) && !pipe(report), "pipe");
+	child = fork();
+	check(child >= 0, "fork");
+	if (child == 0) {
+		char c;
+
+		close(go[1]);
+		close(report[0]);
+		(void)!read(go[0], &c, 1);
+		check(dup2(go[0], 0) == 0 && dup2(report[1], 1) == 1, "dup2");
+		execl(suid, suid, "report-euid", (char *)NULL);
+		die("exec %s: %s", suid, strerror(errno));
+	}
+	close(go[0]);
+	close(report[1]);
+	mem = open_proc(child, "mem");
+	check(mem >= 0, "open our child's /proc/PID/mem: %s", strerror(-mem));
+	expect(reg_raw(mem, (void *)(uintptr_t)o->sframe, o->sframe_len, o->sframe, o->text,
+		       o->text_end, NULL), 0, "register into our child before it executes");
+	check(write(go[1], "x", 1) == 1, "write");
+	n = read(report[0], euid, sizeof(euid) - 1);
+	check(n > 0, "the set-user-ID program did not report");
+	if (atoi(euid) == 0) {
+		expect(list_pid(mem, NULL), -ESRCH, "list through the descriptor of the old image");
+		expect(reg_raw(mem, (void *)(uintptr_t)o->sframe, o->sframe_len, o->sframe, o->text,
+			       o->text_end, NULL), -ESRCH, "register through the descriptor of the old image");
+		expect(open_proc(child, "mem"), -EACCES, "open /proc/PID/mem of a set-user-ID process");
+		printf("set-user-ID exec: the old descriptor ESRCH, opening mem again EACCES\n");
+	}
+	close(go[1]);
+	check(waitpid(child, &status, 0) == child && WIFEXITED(status) && !WEXITSTATUS(status),
+	      "set-user-ID child");
+	close(mem);
+	return atoi(euid) != 0;
+}
+
+/* The unprivileged half of case_procfd(): user 65534 in a child of root. */
+static int procfd_unprivileged(const struct object *o, pid_t roots, int roots_mem, const char *suid)
+{
+	struct sframe_section_info info[MAX_LIST];
+	int mem, auxv, release;
+	uint64_t h;
+	pid_t child;
+
+	check(!setresgid(65534, 65534, 65534) && !setresuid(65534, 65534, 65534), "setresuid");
+	/*
+	 * Changing the user made us undumpable, and so our /proc files root's;
+	 * a process this user starts is dumpable.
+	 */
+	check(!prctl(PR_SET_DUMPABLE, 1, 0, 0, 0), "PR_SET_DUMPABLE");
+	/* Our own address space, through our own /proc/PID/mem. */
+	mem = open_proc(getpid(), "mem");
+	check(mem >= 0, "open our own /proc/PID/mem: %s", strerror(-mem));
+	expect(reg_raw(mem, (void *)(uintptr_t)o->sframe, o->sframe_len, o->sframe, o->text,
+		       o->text_end, &h), 0, "unprivileged register through our own mem");
+	expect(list_pid(-1, info), 1, "list ourselves");
+	expect(unreg_handle(mem, h), 0, "unprivileged unregister through our own mem");
+	close(mem);
+	/* A child of the same user. */
+	child = spawn_waiter(&release);
+	mem = open_proc(child, "mem");
+	check(mem >= 0, "open our child's /proc/PID/mem: %s", strerror(-mem));
+	auxv = open_proc(child, "auxv");
+	check(auxv >= 0, "open our child's /proc/PID/auxv: %s", strerror(-auxv));
+	expect(reg_raw(mem, (void *)(uintptr_t)o->sframe, o->sframe_len, o->sframe, o->text,
+		       o->text_end, &h), 0, "unprivileged register into our child");
+	expect(list_pid(auxv, info), 1, "unprivileged list of our child through auxv");
+	check(info[0].handle == h, "listed handle");
+	check(reap_waiter(child, release), "our child does not see its section");
+	close(mem);
+	close(auxv);
+	/* Root's process: the kernel refuses to open its files. */
+	expect(open_proc(roots, "mem"), -EACCES, "unprivileged open of root's /proc/PID/mem");
+	expect(open_proc(roots, "auxv"), -EACCES, "unprivileged open of root's /proc/PID/auxv");
+	/*
+	 * A descriptor root opened carries root's permission, as it does for
+	 * reading and writing root's memory through it.
+	 */
+	expect(list_pid(roots_mem, info), 1, "list through a descriptor root opened");
+	if (suid && suid_exec(o, suid))
+		printf("%s did not run as root (nosuid?): set-user-ID case not run\n", suid);
+	/* Our caller leaves with _exit(), which does not flush. */
+	fflush(stdout);
+	return 0;
+}
+
+/*
+ * Other processes, named by their /proc/PID/mem (or auxv, to list): the
+ * kernel checks ptrace permission when the file is opened.  SUID, if given,
+ * is a set-user-ID-root copy of this program.
+ */
+static int case_procfd(const char *suid)
+{
+	struct object o = self();
+	struct sframe_section_info info[MAX_LIST];
+	int mem, auxv, maps, pidfd, p[2], release, status;
+	uint64_t h;
+	pid_t child, other;
+
+	child = spawn_waiter(&release);
+	mem = open_proc(child, "mem");
+	check(mem >= 0, "open the child's /proc/PID/mem: %s", strerror(-mem));
+	auxv = open_proc(child, "auxv");
+	check(auxv >= 0, "open the child's /proc/PID/auxv: %s", strerror(-auxv));
+	/* Root (the caller) may ptrace its child. */
+	expect(reg_raw(mem, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
+		       o.text_end, &h), 0, "register into the child");
+	expect(list_pid(mem, info), 1, "list the child through mem");
+	check(info[0].handle == h, "listed handle");
+	expect(list_pid(auxv, info), 1, "list the child through auxv");
+	expect(count_sections(), 0, "the caller has no section");
+	/* auxv is opened with read permission only. */
+	expect(reg_raw(auxv, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text + 1,
+		       o.text + 2, NULL), -EPERM, "register through auxv");
+	expect(unreg_handle(auxv, h), -EPERM, "unregister through auxv");
+	/* Descriptors that are not the target's mem or auxv. */
+	check(!pipe(p), "pipe");
+	expect(list_pid(p[0], info), -EBADF, "a pipe");
+	close(p[1]);
+	expect(list_pid(p[1], info), -EBADF, "a closed descriptor");
+	close(p[0]);
+	maps = open_proc(child, "maps");
+	check(maps >= 0, "open the child's /proc/PID/maps");
+	expect(list_pid(maps, info), -EBADF, "/proc/PID/maps");
+	close(maps);
 	pidfd = syscall(SYS_pidfd_open, child, 0);
 	check(pidfd >= 0, "pidfd_open: %s", strerror(errno));
-	/* Root (the caller) may ptrace its child. */
-	expect(reg_raw(pidfd, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
-		       o.text_end, &h), 0, "register into the child");
-	expect(list_pid(pidfd, info), 1, "list the child");
-	check(info[0].handle == h, "listed handle");
-	expect(count_sections(), 0, "the caller has no section");
-	/* An unprivileged user may neither modify nor read it. */
+	expect(list_pid(pidfd, info), -EBADF, "a pidfd with SFRAME_F_PROCFD");
+	expect(list_pidfd_flag(pidfd), -EOPNOTSUPP, "SFRAME_F_PIDFD");
+	close(pidfd);
+	/* An unprivileged user: its own processes, not root's. */
 	other = fork();
-	if (other == 0) {
-		check(!setresgid(65534, 65534, 65534) && !setresuid(65534, 65534, 65534), "setresuid");
-		expect(reg_raw(pidfd, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text + 1,
-			       o.text + 2, NULL), -EPERM, "unprivileged register into root's process");
-		expect(unreg_handle(pidfd, h), -EPERM, "unprivileged unregister in root's process");
-		expect(list_pid(pidfd, info), -EACCES, "unprivileged list of root's process");
-		_exit(0);
-	}
+	check(other >= 0, "fork");
+	if (other == 0)
+		_exit(procfd_unprivileged(&o, child, mem, suid));
 	check(waitpid(other, &status, 0) == other && WIFEXITED(status) && !WEXITSTATUS(status),
 	      "unprivileged checks");
-	expect(unreg_handle(pidfd, h), 0, "unregister in the child");
-	expect(reg_raw(pidfd, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
+	expect(unreg_handle(mem, h), 0, "unregister in the child");
+	expect(reg_raw(mem, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
 		       o.text_end, &h), 0, "register into the child again");
 	/* The child exits with its section registered: freed with its mm. */
-	close(go[1]);
-	check(waitpid(child, &status, 0) == child && WIFEXITED(status), "child");
-	check(WEXITSTATUS(status) == 3, "the child does not see its section (%d)", WEXITSTATUS(status));
-	expect(list_pid(pidfd, info), -ESRCH, "list an exited process");
+	check(reap_waiter(child, release), "the child does not see its section");
+	expect(list_pid(mem, info), -ESRCH, "list an exited process");
+	expect(reg_raw(mem, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe, o.text,
+		       o.text_end, NULL), -ESRCH, "register into an exited process");
+	close(mem);
+	close(auxv);
 	return 0;
 }
 
@@ -973,8 +1153,18 @@ int main(int argc, char **argv)
 		return case_threads(n ? n : 10);
 	if (!strcmp(what, "fuzz"))
 		return case_fuzz(n ? n : 10000, argc > 3 ? strtoull(argv[3], NULL, 0) : 1);
-	if (!strcmp(what, "pidfd"))
-		return case_pidfd();
+	if (!strcmp(what, "procfd"))
+		return case_procfd(argc > 2 ? argv[2] : NULL);
+	if (!strcmp(what, "report-euid")) {
+		/* Run set-user-ID by suid_exec(): say so, wait for EOF. */
+		char c;
+
+		printf("%d\n", (int)geteuid());
+		fflush(stdout);
+		while (read(0, &c, 1) > 0)
+			;
+		return 0;
+	}
 	if (!strcmp(what, "bench"))
 		return case_bench(n ? n : 20);
 	if (!strcmp(what, "userlimits"))

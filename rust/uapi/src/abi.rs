@@ -90,11 +90,16 @@ pub const SFRAME_FEAT_V2: u64 = 1 << 0;
 /// The module unwinds with SFrame version 3 sections.
 pub const SFRAME_FEAT_V3: u64 = 1 << 1;
 
-/// `flags` bit: the `pidfd` field names the target process (default: the caller).
+/// `flags` bit: a pidfd in the `pidfd` field names the target process.  Not
+/// supported: refused with `EOPNOTSUPP` (use [`SFRAME_F_PROCFD`]).
 pub const SFRAME_F_PIDFD: u32 = 1 << 0;
 /// [`SframeUnregister`] `flags` bit: remove the section whose text contains
 /// `addr` instead of the one named by `handle`.
 pub const SFRAME_F_BY_ADDR: u32 = 1 << 1;
+/// `flags` bit: the `pidfd` field holds an open `/proc/PID/mem` (or, for
+/// [`SFRAME_IOC_LIST`], also `/proc/PID/auxv`) naming the target process
+/// (default: the caller).
+pub const SFRAME_F_PROCFD: u32 = 1 << 2;
 
 /// Argument of [`SFRAME_IOC_REGISTER`]: one SFrame section for one text range.
 #[repr(C)]
@@ -102,9 +107,9 @@ pub const SFRAME_F_BY_ADDR: u32 = 1 << 1;
 pub struct SframeRegister {
     /// In: `size_of::<SframeRegister>()` as the caller knows it.
     pub size: u32,
-    /// In: `SFRAME_F_PIDFD` or zero.
+    /// In: `SFRAME_F_PROCFD` or zero.
     pub flags: u32,
-    /// In, with `SFRAME_F_PIDFD`: a pidfd of the target process.
+    /// In, with `SFRAME_F_PROCFD`: the target's `/proc/PID/mem` descriptor.
     pub pidfd: i32,
     /// Reserved, must be zero.
     pub reserved: u32,
@@ -132,9 +137,9 @@ pub const SFRAME_REGISTER_SIZE_VER0: u32 = 64;
 pub struct SframeUnregister {
     /// In: `size_of::<SframeUnregister>()` as the caller knows it.
     pub size: u32,
-    /// In: `SFRAME_F_PIDFD`, `SFRAME_F_BY_ADDR`, or zero.
+    /// In: `SFRAME_F_PROCFD`, `SFRAME_F_BY_ADDR`, or zero.
     pub flags: u32,
-    /// In, with `SFRAME_F_PIDFD`: a pidfd of the target process.
+    /// In, with `SFRAME_F_PROCFD`: the target's `/proc/PID/mem` descriptor.
     pub pidfd: i32,
     /// Reserved, must be zero.
     pub reserved: u32,
@@ -182,9 +187,10 @@ pub const SFRAME_SECTION_INFO_SIZE_VER0: u32 = 64;
 pub struct SframeList {
     /// In: `size_of::<SframeList>()` as the caller knows it.
     pub size: u32,
-    /// In: `SFRAME_F_PIDFD` or zero.
+    /// In: `SFRAME_F_PROCFD` or zero.
     pub flags: u32,
-    /// In, with `SFRAME_F_PIDFD`: a pidfd of the target process.
+    /// In, with `SFRAME_F_PROCFD`: the target's `/proc/PID/mem` or
+    /// `/proc/PID/auxv` descriptor.
     pub pidfd: i32,
     /// In: size of one [`SframeSectionInfo`] as the caller knows it
     /// (at least [`SFRAME_SECTION_INFO_SIZE_VER0`]); entries are written

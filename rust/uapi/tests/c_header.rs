@@ -127,6 +127,7 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_FEAT_V3", SFRAME_FEAT_V3),
         ("SFRAME_F_PIDFD", SFRAME_F_PIDFD.into()),
         ("SFRAME_F_BY_ADDR", SFRAME_F_BY_ADDR.into()),
+        ("SFRAME_F_PROCFD", SFRAME_F_PROCFD.into()),
         ("SFRAME_CTL_HOOK_SAMPLE", SFRAME_CTL_HOOK_SAMPLE.into()),
         ("SFRAME_CTL_HOOK_DEFERRED", SFRAME_CTL_HOOK_DEFERRED.into()),
         ("SFRAME_FAIL_FORMAT", SFRAME_FAIL_FORMAT as u64),

@@ -13,7 +13,7 @@ use sframe_uapi::SframeUnregister;
 use sframe_uapi::SframeVersion;
 use sframe_uapi::SFRAME_ABI_VERSION;
 use sframe_uapi::SFRAME_F_BY_ADDR;
-use sframe_uapi::SFRAME_F_PIDFD;
+use sframe_uapi::SFRAME_F_PROCFD;
 use sframe_uapi::SFRAME_IOC_LIST;
 use sframe_uapi::SFRAME_IOC_REGISTER;
 use sframe_uapi::SFRAME_IOC_STATS;
@@ -38,7 +38,8 @@ pub struct Device {
 }
 
 /// What to register: SFrame bytes in our memory, describing a text range of
-/// a target process (ourselves unless `pidfd` is given).
+/// a target process (ourselves unless `target` is given: an open
+/// `/proc/PID/mem`, or for [`Device::list`] also `/proc/PID/auxv`).
 ///
 /// The bytes are named by address, not borrowed: the audit library passes
 /// an object's mapped `.sframe` without reading it (the module copies it and
@@ -68,9 +69,9 @@ fn size_of<T>() -> u32 {
     core::mem::size_of::<T>() as u32
 }
 
-fn pidfd_fields(pidfd: Option<BorrowedFd<'_>>) -> (u32, i32) {
-    match pidfd {
-        Some(fd) => (SFRAME_F_PIDFD, fd.as_raw_fd()),
+fn target_fields(target: Option<BorrowedFd<'_>>) -> (u32, i32) {
+    match target {
+        Some(fd) => (SFRAME_F_PROCFD, fd.as_raw_fd()),
         None => (0, 0),
     }
 }
@@ -143,8 +144,8 @@ impl Device {
     }
 
     /// `SFRAME_IOC_REGISTER`: returns the handle.
-    pub fn register(&self, reg: &Registration, pidfd: Option<BorrowedFd<'_>>) -> io::Result<u64> {
-        let (flags, pidfd) = pidfd_fields(pidfd);
+    pub fn register(&self, reg: &Registration, target: Option<BorrowedFd<'_>>) -> io::Result<u64> {
+        let (flags, pidfd) = target_fields(target);
         let mut arg = SframeRegister {
             size: size_of::<SframeRegister>(),
             flags,
@@ -161,8 +162,8 @@ impl Device {
     }
 
     /// `SFRAME_IOC_UNREGISTER`.
-    pub fn unregister(&self, which: Unregister, pidfd: Option<BorrowedFd<'_>>) -> io::Result<()> {
-        let (flags, pidfd) = pidfd_fields(pidfd);
+    pub fn unregister(&self, which: Unregister, target: Option<BorrowedFd<'_>>) -> io::Result<()> {
+        let (flags, pidfd) = target_fields(target);
         let mut arg = SframeUnregister {
             size: size_of::<SframeUnregister>(),
             flags,
@@ -181,8 +182,8 @@ impl Device {
 
     /// `SFRAME_IOC_LIST`: every section of the target, ordered as the module
     /// reports them.
-    pub fn list(&self, pidfd: Option<BorrowedFd<'_>>) -> io::Result<Vec<SframeSectionInfo>> {
-        let (flags, pidfd) = pidfd_fields(pidfd);
+    pub fn list(&self, target: Option<BorrowedFd<'_>>) -> io::Result<Vec<SframeSectionInfo>> {
+        let (flags, pidfd) = target_fields(target);
         let mut entries: Vec<SframeSectionInfo> = Vec::new();
         // The set may grow between the call that counts and the one that
         // copies: retry with the larger count a few times.

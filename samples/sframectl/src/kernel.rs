@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Talking to the module: opening `/dev/sframe`, naming another process by
-//! pidfd, and turning the module's errno values into messages a user can act
-//! on.
+//! an open `/proc/PID/mem` or `/proc/PID/auxv`, and turning the module's
+//! errno values into messages a user can act on.
 
 use anyhow::anyhow;
 use anyhow::Error;
 use anyhow::Result;
 use sframe_audit::device::Device;
+use std::fs::File;
 use std::io;
-use std::os::fd::FromRawFd;
-use std::os::fd::OwnedFd;
 
 /// The module's name in `/proc/modules`.
 pub(crate) const MODULE_NAME: &str = "sframe_unwind";
@@ -39,20 +38,16 @@ pub(crate) fn open() -> Result<Device> {
     })
 }
 
-/// A pidfd for `pid` (`pidfd_open(2)`).
-pub(crate) fn pidfd_open(pid: i32) -> Result<OwnedFd> {
-    // SAFETY: pidfd_open takes two integers and has no memory arguments.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        let err = io::Error::last_os_error();
-        return Err(match err.raw_os_error() {
-            Some(libc::ESRCH) => anyhow!("no process {pid}"),
-            _ => Error::new(err).context(format!("pidfd_open({pid})")),
-        });
-    }
-    let fd = i32::try_from(fd).map_err(|_| anyhow!("pidfd_open returned {fd}"))?;
-    // SAFETY: pidfd_open returned a new descriptor that nothing else owns.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+/// Opens `/proc/PID/FILE` (`mem` to register or unregister, `auxv` to
+/// list), the descriptor that names process `pid` to the module: opening it
+/// is where the kernel checks that we may ptrace the process, for `what`.
+pub(crate) fn open_proc(pid: i32, file: &str, what: &str) -> Result<File> {
+    let path = format!("/proc/{pid}/{file}");
+    File::open(&path).map_err(|err| match err.raw_os_error() {
+        Some(libc::EACCES | libc::EPERM) => explain(err, what, Some(pid)),
+        Some(libc::ENOENT | libc::ESRCH) => anyhow!("no process {pid}"),
+        _ => Error::new(err).context(format!("cannot open {path}")),
+    })
 }
 
 /// Explains an error the module returned for `what` (an operation, e.g.
@@ -64,14 +59,14 @@ pub(crate) fn explain(err: io::Error, what: &str, pid: Option<i32>) -> Error {
             anyhow!("the loaded module does not implement {what} (an older module?)")
         }
         Some(libc::EOPNOTSUPP) => anyhow!(
-            "the loaded module cannot {what} for another process (pidfd targets unsupported); \
-             start the program with `sframectl run` instead"
+            "the loaded module cannot {what} for another process (it found no /proc when \
+             it was loaded); start the program with `sframectl run` instead"
         ),
         Some(libc::EPERM | libc::EACCES) => anyhow!(
             "permission denied: {what} on {target} needs the right to ptrace it \
              (same user and kernel.yama.ptrace_scope, or root)"
         ),
-        Some(libc::ESRCH) => anyhow!("{target} has exited"),
+        Some(libc::ESRCH) => anyhow!("{target} has exited or executed another program"),
         _ => Error::new(err).context(format!("{what} on {target}")),
     }
 }
@@ -94,10 +89,11 @@ mod tests {
     }
 
     #[test]
-    fn pidfd_of_a_missing_process() {
+    fn proc_file_of_a_missing_process() {
         // PIDs are below 2^22: this one never exists.
-        let err = pidfd_open(0x7fff_fff0).unwrap_err();
+        let err = open_proc(0x7fff_fff0, "mem", "register").unwrap_err();
         assert!(err.to_string().contains("no process"), "{err}");
-        assert!(pidfd_open(std::process::id() as i32).is_ok());
+        assert!(open_proc(std::process::id() as i32, "mem", "register").is_ok());
+        assert!(open_proc(std::process::id() as i32, "auxv", "list").is_ok());
     }
 }

@@ -17,9 +17,9 @@ pub(crate) fn run(pid: Option<i32>) -> Result<()> {
     let dev = kernel::open()?;
     let mut out = io::stdout().lock();
     if let Some(pid) = pid {
-        let pidfd = kernel::pidfd_open(pid)?;
+        let auxv = kernel::open_proc(pid, "auxv", "list")?;
         let sections = dev
-            .list(Some(pidfd.as_fd()))
+            .list(Some(auxv.as_fd()))
             .map_err(|err| kernel::explain(err, "list", Some(pid)))?;
         return print_process(&mut out, pid, &sections);
     }
@@ -27,10 +27,10 @@ pub(crate) fn run(pid: Option<i32>) -> Result<()> {
     for pid in all_pids()? {
         // Processes come and go, and some are not ours to read: skip those,
         // but not a module that cannot list other processes at all.
-        let Ok(pidfd) = kernel::pidfd_open(pid) else {
+        let Ok(auxv) = kernel::open_proc(pid, "auxv", "list") else {
             continue;
         };
-        let sections = match dev.list(Some(pidfd.as_fd())) {
+        let sections = match dev.list(Some(auxv.as_fd())) {
             Ok(sections) => sections,
             Err(err) if matches!(err.raw_os_error(), Some(libc::ENOTTY | libc::EOPNOTSUPP)) => {
                 return Err(kernel::explain(err, "list", Some(pid)));

@@ -4,10 +4,12 @@
 //! process that was started without the audit library.
 //!
 //! Each object's ELF header is read where the process maps it, through
-//! `/proc/PID/mem` (the same ptrace permission the module asks for), never
-//! by path: a path may name another file in our mount namespace, or none.
-//! The SFrame bytes are read the same way and registered for the process
-//! through a pidfd, exactly as the audit library would have registered them.
+//! `/proc/PID/mem`, never by path: a path may name another file in our
+//! mount namespace, or none.  The SFrame bytes are read the same way and
+//! registered for the process, exactly as the audit library would have
+//! registered them, through the same open `/proc/PID/mem`: that descriptor
+//! is what names the process to the module, and opening it is where the
+//! kernel checked that we may ptrace the process.
 
 use crate::kernel;
 use crate::maps;
@@ -24,7 +26,6 @@ use sframe_audit::image::Memory;
 use std::collections::HashSet;
 use std::fs::File;
 use std::os::fd::AsFd;
-use std::os::fd::BorrowedFd;
 
 /// SFrame sections larger than this are not read (the module's default
 /// limit is far below; a corrupt header must not make us allocate GiBs).
@@ -40,16 +41,15 @@ enum Outcome {
 
 pub(crate) fn register(pid: i32) -> Result<()> {
     let dev = kernel::open()?;
-    let pidfd = kernel::pidfd_open(pid)?;
+    let mem = kernel::open_proc(pid, "mem", "register")?;
     let maps = maps::read(pid).map_err(|err| kernel::explain(err, "register", Some(pid)))?;
-    let mem = open_mem(pid)?;
     let (mut registered, mut already, mut without) = (0, 0, Vec::new());
     let mut seen = HashSet::new();
     for mapping in maps.iter().filter(|m| m.maps_file_start()) {
         if !seen.insert((mapping.inode, mapping.path.as_str(), mapping.range.start)) {
             continue;
         }
-        match register_object(&dev, pidfd.as_fd(), pid, &mem, mapping) {
+        match register_object(&dev, pid, &mem, mapping) {
             Ok(Some(Outcome::Registered)) => registered += 1,
             Ok(Some(Outcome::AlreadyRegistered)) => already += 1,
             Ok(Some(Outcome::NoSframe)) => without.push(mapping.path.as_str()),
@@ -70,21 +70,12 @@ pub(crate) fn register(pid: i32) -> Result<()> {
     Ok(())
 }
 
-fn open_mem(pid: i32) -> Result<File> {
-    File::open(format!("/proc/{pid}/mem")).map_err(|err| match err.raw_os_error() {
-        Some(libc::EACCES | libc::EPERM) => kernel::explain(err, "register", Some(pid)),
-        Some(libc::ENOENT) => anyhow::anyhow!("no process {pid}"),
-        _ => anyhow::Error::new(err).context(format!("cannot open /proc/{pid}/mem")),
-    })
-}
-
 /// Registers the object whose first mapping is `mapping`.  `Ok(None)`: not
 /// an ELF object (a data file, a font), nothing to say.
 fn register_object(
     dev: &Device,
-    pidfd: BorrowedFd<'_>,
     pid: i32,
-    mem: &impl Memory,
+    mem: &File,
     mapping: &Mapping,
 ) -> Result<Option<Outcome>> {
     let name = mapping.path.as_str();
@@ -115,7 +106,7 @@ fn register_object(
     let mut outcome = Outcome::AlreadyRegistered;
     for text in layout.text() {
         let reg = Registration::from_slice(&bytes, sframe.start, text.clone());
-        match dev.register(&reg, Some(pidfd)) {
+        match dev.register(&reg, Some(mem.as_fd())) {
             Ok(handle) => {
                 println!(
                     "registered {name}: text {:#x}-{:#x}, handle {handle}",
@@ -142,13 +133,13 @@ fn register_object(
 
 pub(crate) fn unregister(pid: i32) -> Result<()> {
     let dev = kernel::open()?;
-    let pidfd = kernel::pidfd_open(pid)?;
+    let mem = kernel::open_proc(pid, "mem", "unregister")?;
     let sections = dev
-        .list(Some(pidfd.as_fd()))
+        .list(Some(mem.as_fd()))
         .map_err(|err| kernel::explain(err, "list", Some(pid)))?;
     let mut removed = 0;
     for s in &sections {
-        match dev.unregister(Unregister::Handle(s.handle), Some(pidfd.as_fd())) {
+        match dev.unregister(Unregister::Handle(s.handle), Some(mem.as_fd())) {
             Ok(()) => removed += 1,
             // Unmapped (or dlclose()d) meanwhile.
             Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
@@ -170,7 +161,7 @@ mod tests {
         // agree with the program headers the loader used.
         let pid = std::process::id() as i32;
         let maps = maps::read(pid).unwrap();
-        let mem = open_mem(pid).unwrap();
+        let mem = kernel::open_proc(pid, "mem", "register").unwrap();
         let here = our_own_objects_are_found_through_proc_mem as *const () as u64;
         let mut found_self = false;
         for m in maps.iter().filter(|m| m.maps_file_start()) {
@@ -184,11 +175,5 @@ mod tests {
             found_self |= layout.text().iter().any(|t| t.contains(&here));
         }
         assert!(found_self);
-    }
-
-    #[test]
-    fn a_missing_process_is_named() {
-        let err = open_mem(0x7fff_fff0).unwrap_err();
-        assert!(err.to_string().contains("no process"), "{err}");
     }
 }
