@@ -247,6 +247,8 @@ fn list(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
                     .map_err(arg_failure)?;
                 rest -= k;
             }
+            // Up to `max_sections_per_mm` entries of up to 4 KiB each.
+            registry::resched();
         }
     }
     s.value.count = u32::try_from(infos.len()).unwrap_or(u32::MAX);

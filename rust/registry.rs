@@ -474,7 +474,8 @@ fn limit(reason: &'static str) -> Failure {
     Failure::new(ENOSPC, SFRAME_FAIL_LIMIT, reason)
 }
 
-fn resched() {
+/// `cond_resched()`, between steps of a loop whose length a user controls.
+pub(crate) fn resched() {
     // SAFETY: Called in process context without spinlocks held.
     unsafe { crate::ffi::sframe_cond_resched() };
 }
