@@ -235,25 +235,27 @@ pub(crate) struct MmState {
     sections: RcuMapleTree<Section>,
     /// Sections not retired.
     live: AtomicU32,
-    /// Sections retired since the last purge and perhaps still in the tree
-    /// (an overcount only costs a purge that finds nothing).
+    /// Sections an unmap retired since the last purge, left in the tree
+    /// for it (an overcount only costs a purge that finds nothing).
     retired: AtomicU32,
 }
 
 static OPS: NotifierOps<MmState> = NotifierOps::new();
 
 impl MmState {
-    /// Marks `s` retired, once, and updates the counters.  Any context.
-    fn retire(&self, s: &Section) {
-        if !s.dead.swap(true, Ordering::AcqRel) {
+    /// Marks `s` retired, once, and updates the counters; whether this call
+    /// retired it.  Any context.
+    fn retire(&self, s: &Section) -> bool {
+        let first = !s.dead.swap(true, Ordering::AcqRel);
+        if first {
             if self.live.fetch_sub(1, Ordering::Relaxed) == 1 {
                 COUNTERS.mms.fetch_sub(1, Ordering::Relaxed);
             }
-            self.retired.fetch_add(1, Ordering::Relaxed);
             s.copy.owner.sections.fetch_sub(1, Ordering::Relaxed);
             COUNTERS.sections.fetch_sub(1, Ordering::Relaxed);
             COUNTERS.unregistered.fetch_add(1, Ordering::Relaxed);
         }
+        first
     }
 }
 
@@ -277,8 +279,12 @@ impl MmNotifier for MmState {
             return;
         }
         let guard = rcu::Guard::new();
-        self.sections
-            .for_each(start, end - 1, &guard, |s| self.retire(s));
+        self.sections.for_each(start, end - 1, &guard, |s| {
+            // Left in the tree for the next writer's purge.
+            if self.retire(s) {
+                self.retired.fetch_add(1, Ordering::Relaxed);
+            }
+        });
     }
 }
 
@@ -961,8 +967,6 @@ impl Registry {
             Some(Ok(None)) | None => return Err(not_found),
         };
         state.retire(&s);
-        // `retire` counted it for the next purge, but it is gone already.
-        state.retired.fetch_sub(1, Ordering::Relaxed);
         self.put_copy(&mut shared, &s.copy);
         drop(shared);
         drop(s);
