@@ -227,8 +227,19 @@ NOIPA void phase_plt(void)
 	}
 }
 
-/* signal: SIGPROF every 2 ms of CPU time interrupts signal_interrupted_spin. */
+/*
+ * signal: SIGPROF every 2 ms of CPU time interrupts signal_interrupted_spin.
+ *
+ * While the timer is armed the interrupted code must be ours alone: libc
+ * has no SFrame, so a handler that interrupts clock_gettime() (or a
+ * process stuck there while handlers run back to back, as on a slow
+ * guest where one handler takes longer than the interval) has a chain
+ * that honestly ends in libc.  So the handler, not the interrupted loop,
+ * watches the deadline; the loop reads the clock only when no signal
+ * came during a whole bounded spin (a timer that never fires).
+ */
 static volatile unsigned long signals;
+static volatile int signal_phase_over;
 
 NOIPA unsigned long signal_leaf_spin(unsigned long n) { SPIN(n); return sink; }
 
@@ -237,11 +248,13 @@ NOIPA void signal_handler(int sig)
 	(void)sig;
 	signal_leaf_spin(SPIN_ITERS / 4);
 	signals++;
+	if (phase_over())
+		signal_phase_over = 1;
 }
 
 NOIPA void signal_interrupted_spin(unsigned long until)
 {
-	while (signals < until)
+	for (unsigned long i = 0; signals < until && !signal_phase_over && i < (1UL << 24); i++)
 		sink += sink >> 5;
 }
 
@@ -257,10 +270,16 @@ NOIPA void phase_signal(void)
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGPROF, &sa, NULL);
-	setitimer(ITIMER_PROF, &it, NULL);
+	signal_phase_over = 0;
 	start_phase();
-	while (!phase_over())
-		signal_interrupted_spin(signals + 20);
+	setitimer(ITIMER_PROF, &it, NULL);
+	while (!signal_phase_over) {
+		unsigned long before = signals;
+
+		signal_interrupted_spin(before + 20);
+		if (signals == before && phase_over())
+			break;
+	}
 	setitimer(ITIMER_PROF, &off, NULL);
 	if (signals == start)
 		fprintf(stderr, "sframe-workload: no signal was delivered\n");
