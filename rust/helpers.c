@@ -244,3 +244,4 @@ bool sframe_proc_self_file(struct file *file, const char *name)
 	       file->private_data == current->mm &&
 	       !strcmp(file_dentry(file)->d_name.name, name);
 }
+

@@ -28,6 +28,8 @@ use crate::{
         Redirect, //
     },
     uapi::{
+        SFRAME_CTL_EXEC,
+        SFRAME_CTL_FORK,
         SFRAME_CTL_HOOK_DEFERRED,
         SFRAME_CTL_HOOK_SAMPLE, //
     },
@@ -54,8 +56,23 @@ static AVAILABLE: AtomicU32 = AtomicU32::new(0);
 /// outside the hooks' lifetime.
 static DEFERRED_SRCU: AtomicPtr<Srcu> = AtomicPtr::new(core::ptr::null_mut());
 
-/// Every control bit this module knows.
-pub(crate) const CTL_ALL: u32 = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+/// The control bits of the two unwinder hooks, which [`Hooks`] owns.
+const CTL_HOOKS: u32 = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+/// Every control bit this module knows; `rust/lifecycle.rs` owns the
+/// exec and fork bits.
+pub(crate) const CTL_ALL: u32 = CTL_HOOKS | SFRAME_CTL_EXEC | SFRAME_CTL_FORK;
+
+/// Makes the switches `bits` available and turns them on (at load).
+pub(crate) fn make_available(bits: u32) {
+    AVAILABLE.fetch_or(bits, Ordering::Relaxed);
+    ENABLED.fetch_or(bits, Ordering::Release);
+}
+
+/// Turns the switches `bits` off for good (at unload).
+pub(crate) fn withdraw(bits: u32) {
+    ENABLED.fetch_and(!bits, Ordering::Release);
+    AVAILABLE.fetch_and(!bits, Ordering::Relaxed);
+}
 
 /// Whether the hook with control bit `bit` is on.
 pub(crate) fn enabled(bit: u32) -> bool {
@@ -148,8 +165,7 @@ impl<S: Redirect, D: Redirect> Hooks<S, D> {
             // SAFETY: As above, for `deferred`.
             let deferred = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.deferred) };
             available |= install(deferred, SFRAME_CTL_HOOK_DEFERRED, "deferred (fp,defer)");
-            AVAILABLE.store(available, Ordering::Relaxed);
-            ENABLED.store(available, Ordering::Release);
+            make_available(available);
             Ok(())
         })
     }
@@ -176,8 +192,7 @@ fn install<T: Redirect>(hook: Pin<&mut FtraceHook<T>>, bit: u32, what: &str) -> 
 #[pinned_drop]
 impl<S: Redirect, D: Redirect> PinnedDrop for Hooks<S, D> {
     fn drop(self: Pin<&mut Self>) {
-        ENABLED.store(0, Ordering::Release);
-        AVAILABLE.store(0, Ordering::Relaxed);
+        withdraw(CTL_HOOKS);
         // SAFETY: Nothing is moved out of `this`: it only reaches the
         // fields below, and the pinned ones are pinned again.
         let this = unsafe { self.get_unchecked_mut() };

@@ -32,7 +32,7 @@ use kernel::{
 const MAX_STRUCT_SIZE: u32 = 4096;
 
 /// The module's version, `major << 16 | minor << 8 | patch`.
-pub(crate) const MODULE_VERSION: u32 = 0x00_01_00;
+pub(crate) const MODULE_VERSION: u32 = 0x00_02_00;
 
 /// An argument structure read from user space, with the size the caller gave.
 struct UserStruct<T> {
@@ -170,6 +170,7 @@ fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
         sframe_addr: v.sframe_addr,
         text_start: v.text_start,
         text_end: v.text_end,
+        flags: 0,
     };
     with_target(v.flags, v.pidfd, Access::Modify, |mm| {
         let handle = reg.register(mm, &req)?;

@@ -32,6 +32,11 @@
 //!
 //! Memory: copies, sections, tree nodes and accounts are charged to the
 //! registering task's memory cgroup (`GFP_KERNEL_ACCOUNT`).
+//!
+//! Fork: [`snapshot`] takes the parent's live sections (references to their
+//! copies) lock-free in the fork path, and [`Registry::adopt`] gives them to
+//! the child under the lock before its first return to user space; see
+//! `rust/lifecycle.rs`.
 
 use crate::{
     mmu_notifier::{
@@ -62,7 +67,8 @@ use kernel::{
     bindings,
     mm::{
         virt::flags as vm_flags,
-        MmWithUser, //
+        MmWithUser,
+        MmapReadGuard, //
     },
     new_mutex,
     prelude::*,
@@ -135,6 +141,8 @@ pub(crate) struct Failure {
     pub(crate) error: Error,
     kind: usize,
     reason: &'static str,
+    /// Whether the log says it (an expected failure is only counted).
+    log: bool,
 }
 
 impl Failure {
@@ -143,7 +151,13 @@ impl Failure {
             error,
             kind,
             reason,
+            log: true,
         }
+    }
+
+    /// A failure callers expect in normal operation: counted, not logged.
+    fn quiet(self) -> Self {
+        Self { log: false, ..self }
     }
 }
 
@@ -152,7 +166,7 @@ pub(crate) fn fail(f: Failure, what: &str) -> Error {
     if let Some(c) = COUNTERS.failures.get(f.kind) {
         c.fetch_add(1, Ordering::Relaxed);
     }
-    if let Some(reg) = registry_process() {
+    if let Some(reg) = registry_process().filter(|_| f.log) {
         pr_warn_ratelimited!(
             reg.warn,
             "{} by pid {} failed: {} (errno {})\n",
@@ -205,6 +219,8 @@ pub(crate) struct Section {
     text_end: u64,
     sframe_addr: u64,
     copy: Arc<SectionCopy>,
+    /// `SFRAME_SECTION_*`: where the registration came from.
+    flags: u32,
     /// Retired (unregistered, or its text unmapped): readers skip it, the
     /// next writer erases it.
     dead: AtomicBool,
@@ -429,6 +445,64 @@ pub(crate) fn with_walk_rows<R>(
     })
 }
 
+/// One of a parent's registrations, for its fork child.
+struct InheritedSection {
+    handle: u64,
+    text_start: u64,
+    text_end: u64,
+    sframe_addr: u64,
+    flags: u32,
+    /// A reference only: the copy's user count is raised when the child
+    /// adopts it, under the lock.
+    copy: Arc<SectionCopy>,
+}
+
+/// A parent's live registrations at fork, for the child.
+pub(crate) struct Inherited {
+    sections: KVec<InheritedSection>,
+}
+
+/// The live registrations of `parent` at this instant, or `None` if it has
+/// none (or no memory could be had without sleeping).  Called in the fork
+/// path with preemption off: no lock, no sleep.  A register or unregister
+/// running in another thread of the parent is wholly in or wholly out (one
+/// tree store each).  The references taken here are never the last ones
+/// while the guard is held: the tree holds its own until a grace period
+/// after the erase.
+pub(crate) fn snapshot(parent: *const bindings::mm_struct) -> Option<Inherited> {
+    let guard = rcu::Guard::new();
+    let reg = registry(&guard)?;
+    let state = reg.index.load(parent as usize, &guard)?;
+    let n = state.live.load(Ordering::Relaxed) as usize;
+    if n == 0 {
+        return None;
+    }
+    let Ok(mut sections) = KVec::with_capacity(n, GFP_ATOMIC | __GFP_NOWARN) else {
+        pr_warn_ratelimited!(
+            reg.warn,
+            "fork: no memory for the parent's {} sections: the child starts without\n",
+            n
+        );
+        return None;
+    };
+    state.sections.for_each(0, usize::MAX, &guard, |s| {
+        if s.dead.load(Ordering::Acquire) {
+            return;
+        }
+        // More sections than counted (a concurrent register): the rest
+        // are left out, as if registered after the fork.
+        let _ = sections.push_within_capacity(InheritedSection {
+            handle: s.handle,
+            text_start: s.text_start,
+            text_end: s.text_end,
+            sframe_addr: s.sframe_addr,
+            flags: s.flags | SFRAME_SECTION_INHERITED,
+            copy: s.copy.clone(),
+        });
+    });
+    Some(Inherited { sections })
+}
+
 /// A registration request, read from user space.
 pub(crate) struct RegisterRequest {
     pub(crate) sframe_data: u64,
@@ -436,6 +510,8 @@ pub(crate) struct RegisterRequest {
     pub(crate) sframe_addr: u64,
     pub(crate) text_start: u64,
     pub(crate) text_end: u64,
+    /// `SFRAME_SECTION_*` for `list`: zero for the ioctl.
+    pub(crate) flags: u32,
 }
 
 /// Removal by handle or by an address inside the text.
@@ -476,6 +552,29 @@ fn same_bytes(a: &[u8], b: &[u8]) -> bool {
         })
 }
 
+/// Checks that every byte of `[start, end)` is mapped executable.
+fn text_is_mapped(mmap: &MmapReadGuard<'_>, start: usize, end: usize) -> Result<(), Failure> {
+    let mut addr = start;
+    while addr < end {
+        let Some(vma) = mmap.vma_lookup(addr) else {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_NOT_TEXT,
+                "text range not mapped",
+            ));
+        };
+        if vma.flags() & vm_flags::EXEC == 0 {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_NOT_TEXT,
+                "text range not executable",
+            ));
+        }
+        addr = vma.end();
+    }
+    Ok(())
+}
+
 fn limit(reason: &'static str) -> Failure {
     Failure::new(ENOSPC, SFRAME_FAIL_LIMIT, reason)
 }
@@ -490,6 +589,7 @@ const FAIL_MEM: Failure = Failure {
     error: ENOMEM,
     kind: SFRAME_FAIL_NOMEM,
     reason: "out of memory",
+    log: true,
 };
 
 impl Registry {
@@ -823,24 +923,7 @@ impl Registry {
         let state = NotifierRef::get(&OPS, mm)
             .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
         let mmap = mm.mmap_read_lock();
-        let mut addr = text_start;
-        while addr < text_end {
-            let Some(vma) = mmap.vma_lookup(addr) else {
-                return Err(Failure::new(
-                    EINVAL,
-                    SFRAME_FAIL_NOT_TEXT,
-                    "text range not mapped",
-                ));
-            };
-            if vma.flags() & vm_flags::EXEC == 0 {
-                return Err(Failure::new(
-                    EINVAL,
-                    SFRAME_FAIL_NOT_TEXT,
-                    "text range not executable",
-                ));
-            }
-            addr = vma.end();
-        }
+        text_is_mapped(&mmap, text_start, text_end)?;
 
         let mut shared = self.lock.lock();
         if shared.shutting_down {
@@ -868,6 +951,7 @@ impl Registry {
             text_end: req.text_end,
             sframe_addr: req.sframe_addr,
             copy: copy.clone(),
+            flags: req.flags,
             dead: AtomicBool::new(false),
         };
         if let Err(e) = state
@@ -875,11 +959,24 @@ impl Registry {
             .insert_range(text_start, text_end - 1, section)
         {
             return Err(if e.error == EEXIST {
-                Failure::new(
+                let overlap = Failure::new(
                     EEXIST,
                     SFRAME_FAIL_OVERLAP,
                     "text overlaps a registered range",
-                )
+                );
+                // A loader registering what the module registered at exec
+                // (the program, the interpreter) is normal: not logged.
+                let guard = rcu::Guard::new();
+                match state.sections.load(text_start, &guard) {
+                    Some(s)
+                        if s.flags & SFRAME_SECTION_EXEC != 0
+                            && s.text_start == req.text_start
+                            && s.text_end == req.text_end =>
+                    {
+                        overlap.quiet()
+                    }
+                    _ => overlap,
+                }
             } else {
                 Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot insert the section")
             });
@@ -925,6 +1022,146 @@ impl Registry {
         // Our own reference, if the index already had one.
         drop(extra);
         Ok(handle)
+    }
+
+    /// Gives `mm`, a fork child's on its first way to user space, the
+    /// registrations `inherited` its parent had at the fork: the same
+    /// copies (a copy the parent has let go of since is taken again from
+    /// its bytes), the same handles, charged to the same limits.  A section
+    /// that cannot be adopted is left out, said in the log; the child then
+    /// falls back to frame pointers there, as an unregistered task would.
+    /// The child's tree is published whole, after its last section.
+    pub(crate) fn adopt(&self, mm: &MmWithUser, inherited: Inherited) {
+        let mut entries = inherited.sections;
+        // Copies whose last user left since the fork: found or made again
+        // (validating and sleeping, so before the lock).  `Some` marks a
+        // use already counted.
+        let mut counted: KVec<Option<Arc<SectionCopy>>> = KVec::new();
+        if counted.reserve(entries.len(), GFP_KERNEL).is_err() {
+            return;
+        }
+        for e in entries.iter() {
+            let again = if e.copy.users.load(Ordering::Relaxed) == 0 {
+                let mut bytes = KVVec::new();
+                match bytes.extend_from_slice(&e.copy.bytes, GFP_KERNEL_ACCOUNT) {
+                    Ok(()) => self.get_copy(bytes, e.sframe_addr).ok(),
+                    Err(_) => None,
+                }
+            } else {
+                None
+            };
+            let _ = counted.push_within_capacity(again);
+        }
+        let Ok(state) = NotifierRef::get(&OPS, mm) else {
+            let mut shared = self.lock.lock();
+            for c in counted.iter().flatten() {
+                self.put_copy(&mut shared, c);
+            }
+            return;
+        };
+        let mmap = mm.mmap_read_lock();
+        let mut shared = self.lock.lock();
+        let mut dropped = 0u32;
+        let mut added = 0u32;
+        for (e, again) in entries.drain_all().zip(counted.drain_all()) {
+            let copy = match again {
+                Some(c) => c,
+                None if !shared.shutting_down && e.copy.users.load(Ordering::Relaxed) != 0 => {
+                    e.copy.users.fetch_add(1, Ordering::Relaxed);
+                    e.copy.clone()
+                }
+                None => {
+                    dropped += 1;
+                    continue;
+                }
+            };
+            if shared.shutting_down || self.adopt_one(&mmap, &state, &e, &copy).is_err() {
+                self.put_copy(&mut shared, &copy);
+                dropped += 1;
+                continue;
+            }
+            added += 1;
+        }
+        if added > 0 && !self.indexed(mm) {
+            let key = mm.as_raw() as usize;
+            if let Err(e) = self.index.insert_range(key, key, state) {
+                // Unreachable without the index entry: empty the state, as
+                // `insert` does.
+                let state = e.value;
+                state.sections.clear(|s| {
+                    state.retire(&s);
+                    // Never counted as registered.
+                    COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
+                    COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
+                    self.put_copy(&mut shared, &s.copy);
+                });
+                dropped += added;
+                drop(shared);
+                drop(mmap);
+                drop(state);
+                self.adopt_failed(dropped);
+                return;
+            }
+        }
+        COUNTERS
+            .sections
+            .fetch_add(u64::from(added), Ordering::Relaxed);
+        COUNTERS
+            .registered
+            .fetch_add(u64::from(added), Ordering::Relaxed);
+        drop(shared);
+        drop(mmap);
+        self.adopt_failed(dropped);
+    }
+
+    /// Inserts one inherited section into the child's `state`, its copy's
+    /// use already counted.  Under the lock and the child's `mmap_lock`.
+    fn adopt_one(
+        &self,
+        mmap: &MmapReadGuard<'_>,
+        state: &MmState,
+        e: &InheritedSection,
+        copy: &Arc<SectionCopy>,
+    ) -> Result<(), Failure> {
+        let start = usize::try_from(e.text_start).map_err(|_| FAIL_MEM)?;
+        let end = usize::try_from(e.text_end).map_err(|_| FAIL_MEM)?;
+        // Text the parent marked MADV_DONTFORK is not in the child.
+        text_is_mapped(mmap, start, end)?;
+        if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm
+            || copy.owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user
+            || COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections
+        {
+            return Err(limit("a section limit reached at fork"));
+        }
+        let section = Section {
+            handle: e.handle,
+            text_start: e.text_start,
+            text_end: e.text_end,
+            sframe_addr: e.sframe_addr,
+            copy: copy.clone(),
+            flags: e.flags,
+            dead: AtomicBool::new(false),
+        };
+        state
+            .sections
+            .insert_range(start, end - 1, section)
+            .map_err(|_| FAIL_MEM)?;
+        if state.live.fetch_add(1, Ordering::Relaxed) == 0 {
+            COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
+        }
+        copy.owner.sections.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn adopt_failed(&self, dropped: u32) {
+        if dropped > 0 {
+            pr_warn_ratelimited!(
+                self.warn,
+                "fork: {} of the parent's sections not given to child {} (limits or memory)\n",
+                dropped,
+                kernel::current!().pid()
+            );
+        }
     }
 
     /// Whether `mm` is in the index (a hint: it may change at once).
@@ -1024,7 +1261,7 @@ impl Registry {
                         version: s.copy.version,
                         num_fdes: s.copy.num_fdes,
                         shared: users.saturating_sub(1),
-                        reserved: 0,
+                        flags: s.flags,
                     });
                 }
             }

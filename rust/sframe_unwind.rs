@@ -22,11 +22,13 @@ use kernel::{
 mod call_site;
 mod current_task;
 mod deferred_trace;
+mod exec_image;
 mod fast_clock;
 mod ffi;
 mod ftrace;
 mod hooks;
 mod ioctl;
+mod lifecycle;
 mod miscdev;
 mod mmu_notifier;
 mod perf;
@@ -91,13 +93,15 @@ module! {
 const DEVICE_MODE: u16 = 0o666;
 
 /// Fields drop in declaration order: the hooks first (no unwinder runs
-/// after), then the device (no new ioctl), the registry last.
+/// after), then the device (no new ioctl), then the exec and fork probes
+/// (no task work runs after), the registry last.
 #[pin_data]
 struct SframeModule {
     #[pin]
     _hooks: hooks::Hooks<unwind::SampleHook, unwind::DeferredHook>,
     #[pin]
     _device: MiscDeviceWithMode<SframeDevice>,
+    _lifecycle: lifecycle::Lifecycle,
     _registry: registry::RegistryHandle,
 }
 
@@ -122,6 +126,8 @@ impl kernel::InPlaceModule for SframeModule {
         // The registry exists before the device: an ioctl may come at once.
         try_pin_init!(Self {
             _registry: registry::RegistryHandle::new(limits)?,
+            // Registers from the next exec or fork on.
+            _lifecycle: lifecycle::Lifecycle::new(),
             _device <- MiscDeviceWithMode::register(
                 MiscDeviceOptions { name: c"sframe" },
                 DEVICE_MODE,

@@ -82,8 +82,10 @@ struct sframe_section_info {
 	__u32 version;		/* SFrame version: 2 or 3 */
 	__u32 num_fdes;
 	__u32 shared;		/* other registrations sharing the bytes */
-	__u32 reserved;
+	__u32 flags;		/* SFRAME_SECTION_*: where it came from */
 };
+#define SFRAME_SECTION_EXEC		(1U << 0)	/* registered at execve() */
+#define SFRAME_SECTION_INHERITED	(1U << 1)	/* inherited at fork() */
 #define SFRAME_SECTION_INFO_SIZE_VER0	64
 
 struct sframe_list {
@@ -151,6 +153,8 @@ struct sframe_stats {
 /* Control bits (SFRAME_IOC_CONTROL; CAP_SYS_ADMIN to change). */
 #define SFRAME_CTL_HOOK_SAMPLE		(1U << 0)	/* perf_callchain_user hook */
 #define SFRAME_CTL_HOOK_DEFERRED	(1U << 1)	/* unwind_user hook */
+#define SFRAME_CTL_EXEC			(1U << 2)	/* execve() registers PT_GNU_SFRAME */
+#define SFRAME_CTL_FORK			(1U << 3)	/* fork() children inherit */
 
 struct sframe_control {
 	__u32 size;		/* in: sizeof(struct sframe_control) */

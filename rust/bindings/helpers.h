@@ -64,4 +64,19 @@ struct file;
 
 bool sframe_proc_self_file(struct file *file, const char *name);
 
+/* Registrations that follow the process (rust/lifecycle.rs). */
+struct callback_head;
+struct task_struct;
+
+int sframe_lifecycle_probes_register(void);
+void sframe_lifecycle_probes_unregister(void);
+int sframe_task_work_add(struct task_struct *task, struct callback_head *head);
+unsigned long sframe_mm_auxv(struct mm_struct *mm, unsigned long type);
+bool sframe_current_exiting(void);
+void sframe_msleep(unsigned int ms);
+/* Implemented in Rust, called by the C probes and the task work. */
+void sframe_on_fork(struct mm_struct *parent_mm, struct task_struct *child);
+void sframe_on_exec(void);
+void sframe_on_task_work(struct callback_head *head);
+
 #endif

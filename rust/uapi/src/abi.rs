@@ -174,9 +174,15 @@ pub struct SframeSectionInfo {
     pub num_fdes: u32,
     /// Number of other registrations sharing the same bytes.
     pub shared: u32,
-    /// Reserved, zero.
-    pub reserved: u32,
+    /// `SFRAME_SECTION_*`: where the registration came from.
+    pub flags: u32,
 }
+
+/// [`SframeSectionInfo::flags`]: registered by the module at `execve()`
+/// (the program's or its interpreter's `PT_GNU_SFRAME`).
+pub const SFRAME_SECTION_EXEC: u32 = 1 << 0;
+/// [`SframeSectionInfo::flags`]: inherited from the parent at `fork()`.
+pub const SFRAME_SECTION_INHERITED: u32 = 1 << 1;
 
 /// Size of the first published [`SframeSectionInfo`].
 pub const SFRAME_SECTION_INFO_SIZE_VER0: u32 = 64;
@@ -319,6 +325,12 @@ pub const SFRAME_CONTROL_SIZE_VER0: u32 = 16;
 pub const SFRAME_CTL_HOOK_SAMPLE: u32 = 1 << 0;
 /// Control bit: the `unwind_user` (deferred) hook is on.
 pub const SFRAME_CTL_HOOK_DEFERRED: u32 = 1 << 1;
+/// Control bit: `execve()` registers the new program's and its
+/// interpreter's `PT_GNU_SFRAME` sections.
+pub const SFRAME_CTL_EXEC: u32 = 1 << 2;
+/// Control bit: a `fork()` child (without `CLONE_VM`) starts with its
+/// parent's registrations.
+pub const SFRAME_CTL_FORK: u32 = 1 << 3;
 
 /// Registers an SFrame section.
 pub const SFRAME_IOC_REGISTER: u32 =
@@ -405,7 +417,7 @@ plain_structs! {
     }
     SframeSectionInfo(SFRAME_SECTION_INFO_SIZE_VER0) {
         handle, text_start, text_end, sframe_addr, sframe_len, kernel_bytes, version, num_fdes,
-        shared, reserved,
+        shared, flags,
     }
     SframeList(SFRAME_LIST_SIZE_VER0) {
         size, flags, pidfd, entry_size, entries, capacity, count,

@@ -66,7 +66,7 @@ fn rust_values() -> Vec<(String, u64)> {
             version,
             num_fdes,
             shared,
-            reserved
+            flags
         ]
     );
     layout!(
@@ -130,6 +130,10 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_F_PROCFD", SFRAME_F_PROCFD.into()),
         ("SFRAME_CTL_HOOK_SAMPLE", SFRAME_CTL_HOOK_SAMPLE.into()),
         ("SFRAME_CTL_HOOK_DEFERRED", SFRAME_CTL_HOOK_DEFERRED.into()),
+        ("SFRAME_CTL_EXEC", SFRAME_CTL_EXEC.into()),
+        ("SFRAME_CTL_FORK", SFRAME_CTL_FORK.into()),
+        ("SFRAME_SECTION_EXEC", SFRAME_SECTION_EXEC.into()),
+        ("SFRAME_SECTION_INHERITED", SFRAME_SECTION_INHERITED.into()),
         ("SFRAME_FAIL_FORMAT", SFRAME_FAIL_FORMAT as u64),
         ("SFRAME_FAIL_ARGUMENT", SFRAME_FAIL_ARGUMENT as u64),
         ("SFRAME_FAIL_FAULT", SFRAME_FAIL_FAULT as u64),
