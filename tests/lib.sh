@@ -58,3 +58,22 @@ load_module() {
 unload_module() {
 	! module_loaded sframe_unwind || rmmod sframe_unwind
 }
+
+# kmemleak_clean: no kmemleak report names the module (two scans: an object
+# is reported only once it looked unreferenced at two scans).
+kmemleak_clean() {
+	local k=/sys/kernel/debug/kmemleak
+	echo scan >$k && echo scan >$k
+	! grep -q sframe_unwind $k
+}
+
+# lifecycle_churn: processes exec (the module registers them) and fork
+# (children inherit) without end; none opens /dev/sframe, whose open file
+# would pin the module.  For running in the background while modules come
+# and go.
+lifecycle_churn() {
+	while :; do
+		"$PROGS/lifecycle-static" spin 0
+		"$PROGS/lifecycle" prefork 0 5
+	done >/dev/null 2>&1
+}

@@ -14,7 +14,9 @@ DL=$PROGS/dlwork
 # and copy its files back at the end.
 D=/tmp/sframe-loader
 WORK=${SFRAME_LOADER_SECONDS:-3}
-CYCLES=1000
+# 300 cycles in make test (about 35 s under TCG), 1000 in make stress.
+CYCLES=300
+[ "${SFRAME_STRESS:-0}" = 1 ] && CYCLES=1000
 rm -rf "$D"
 mkdir -p "$D"
 
@@ -179,8 +181,9 @@ check "list of every process runs" "$CTL" list
 check "after all: module sections back to $sections0" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"sections\" { print \$2 }') = $sections0 ]"
 echo "# unwinder walks (sample path) so far: $(unwinder_walks)"
 
+# The program itself is registered by the module at exec already.
 check "manylibs with the audit library: 51 objects registered" sh -c \
-	"LD_AUDIT='$AUDIT' SFRAME_AUDIT_DEBUG=1 '$PROGS/manylibs' 2>&1 | grep -c ': registered text' | grep -qx 51"
+	"LD_AUDIT='$AUDIT' SFRAME_AUDIT_DEBUG=1 '$PROGS/manylibs' 2>&1 | grep -cE ': (registered text|text .* already registered)' | grep -qx 51"
 unload_module
 mkdir -p "$SFRAME_OUT/loader"
 find "$D" -maxdepth 1 -type f -exec cp {} "$SFRAME_OUT/loader/" \;

@@ -71,7 +71,8 @@ static int register_object(struct dl_phdr_info *info, size_t size, void *data)
 	r.sframe_addr = r.sframe_data;
 	r.text_start = info->dlpi_addr + text->p_vaddr;
 	r.text_end = r.text_start + text->p_memsz;
-	if (ioctl(dev, SFRAME_IOC_REGISTER, &r))
+	/* EEXIST: the module registered the program itself at exec. */
+	if (ioctl(dev, SFRAME_IOC_REGISTER, &r) && errno != EEXIST)
 		fprintf(stderr, "sframe-workload: register %s: %s\n",
 			info->dlpi_name[0] ? info->dlpi_name : "(main)", strerror(errno));
 	else

@@ -265,6 +265,15 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
                     registered.len += 1;
                 }
             }
+            // The module registered the program (or its interpreter) at
+            // exec: it is covered, and the registration is not ours to
+            // remove at la_objclose.
+            Err(err) if err.raw_os_error() == Some(libc::EEXIST) => {
+                debug!(
+                    "{name}: namespace {lmid}: text {:#x}-{:#x} already registered",
+                    text.start, text.end
+                );
+            }
             Err(err) => {
                 debug!(
                     "{name}: register text {:#x}-{:#x}: {err}",

@@ -78,14 +78,14 @@ fn print_process(out: &mut impl Write, pid: i32, sections: &[SframeSectionInfo])
     }
     writeln!(
         out,
-        "  {:>6}  {:<33}  {:<24}  {:>3}  {:>6}  {:>8}  {:>6}  OBJECT",
-        "HANDLE", "TEXT", "SFRAME", "VER", "FDES", "KBYTES", "SHARED"
+        "  {:>6}  {:<33}  {:<24}  {:>3}  {:>6}  {:>8}  {:>6}  {:<6}  OBJECT",
+        "HANDLE", "TEXT", "SFRAME", "VER", "FDES", "KBYTES", "SHARED", "FROM"
     )?;
     for s in sections {
         let object = maps::owner(&maps, s.text_start).map_or("?", |m| m.path.as_str());
         writeln!(
             out,
-            "  {:>6}  {:<33}  {:<24}  {:>3}  {:>6}  {:>8}  {:>6}  {object}",
+            "  {:>6}  {:<33}  {:<24}  {:>3}  {:>6}  {:>8}  {:>6}  {:<6}  {object}",
             s.handle,
             format!("{:#x}-{:#x}", s.text_start, s.text_end),
             format!("{:#x}+{:#x}", s.sframe_addr, s.sframe_len),
@@ -93,9 +93,22 @@ fn print_process(out: &mut impl Write, pid: i32, sections: &[SframeSectionInfo])
             s.num_fdes,
             s.kernel_bytes.div_ceil(1024),
             s.shared,
+            origin(s.flags),
         )?;
     }
     Ok(())
+}
+
+/// Who made a registration: the process (`ioctl`), the module at `execve()`
+/// (`exec`), each with `+fork` when inherited from the parent.
+fn origin(flags: u32) -> &'static str {
+    let exec = flags & sframe_uapi::SFRAME_SECTION_EXEC != 0;
+    match (exec, flags & sframe_uapi::SFRAME_SECTION_INHERITED != 0) {
+        (false, false) => "ioctl",
+        (true, false) => "exec",
+        (false, true) => "fork",
+        (true, true) => "exec+f",
+    }
 }
 
 #[cfg(test)]
