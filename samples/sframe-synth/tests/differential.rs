@@ -83,3 +83,69 @@ fn v3_output_matches_gas() {
 fn v2_output_matches_gas() {
     check(&run(&["v2", "v2-pcrel"], Version::V2));
 }
+
+/// The decoder benchmark's program (12,000 functions, `scripts/bench-decoder`,
+/// built in the trixie root: SFrame V2 by binutils 2.44), if it was built:
+/// `$SFRAME_SYNTH_LARGE`, else the newest `big-v2-*` in the bench cache.
+fn large_object() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("SFRAME_SYNTH_LARGE") {
+        return Some(p.into());
+    }
+    let cache = std::env::var_os("SFRAME_CACHE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME")
+                .map(|h| std::path::PathBuf::from(h).join(".cache/sframe-unwind"))
+        })?;
+    let mut found: Vec<_> = std::fs::read_dir(cache.join("bench"))
+        .ok()?
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("big-v2-"))
+        .map(|e| e.path())
+        .collect();
+    found.sort();
+    found.pop()
+}
+
+#[test]
+fn large_object_matches_gas() {
+    let Some(path) = large_object() else {
+        println!("no large object (run scripts/bench-decoder once): skipped");
+        return;
+    };
+    let elf = std::fs::read(&path).unwrap();
+    let (oracle_bytes, oracle_addr) = elf_sframe(&elf).expect(".sframe");
+    let oracle = Section::parse(&oracle_bytes, oracle_addr).unwrap();
+    for version in [Version::V3, Version::V2] {
+        let opts = Options {
+            version,
+            ..Options::default()
+        };
+        let start = std::time::Instant::now();
+        let ours = synth_elf(&elf, &opts).unwrap();
+        let took = start.elapsed();
+        let section = Section::parse(&ours.section, ours.base).unwrap();
+        section.validate(&mut || {}).unwrap();
+        let r = compare(&elf, &oracle, &section, &ours.stats);
+        println!(
+            "{} ({version:?}): {} of {} PCs agree ({:.4}%), {:?}, {} more PCs covered; \
+             {} FDEs -> {} SFrame FDEs, {} FREs, {} bytes (as: {} bytes) in {:.1} ms",
+            path.display(),
+            r.agree,
+            r.pcs,
+            100.0 * r.share(),
+            r.explained,
+            r.extra,
+            ours.stats.cfi_fdes,
+            ours.stats.sframe_fdes,
+            ours.stats.sframe_fres,
+            ours.section.len(),
+            oracle_bytes.len(),
+            took.as_secs_f64() * 1e3
+        );
+        for u in &r.unexplained {
+            println!("  unexplained: {u}");
+        }
+        check(&r);
+    }
+}
