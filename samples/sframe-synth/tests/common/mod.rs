@@ -5,6 +5,9 @@
 
 #![allow(dead_code)]
 
+pub mod eh;
+pub mod harness;
+
 use object::Object;
 use object::ObjectSection;
 use sframe::RegRule;
