@@ -45,6 +45,9 @@ pub struct CfiSections<'a> {
     pub eh_frame_hdr: Option<(&'a [u8], u64)>,
     /// Start of `.text`, for the rare `DW_EH_PE_textrel` pointers.
     pub text_addr: Option<u64>,
+    /// The object's executable range `[start, end)`, if known: FDEs not
+    /// inside it are refused ([`Reason::OutsideText`]).
+    pub exec_range: Option<(u64, u64)>,
 }
 
 /// One CFI FDE found, located but not yet evaluated.
@@ -106,6 +109,12 @@ pub(crate) fn collect(
         if fde_ref.len > u64::from(u32::MAX) {
             stats.refuse_fde(Reason::AddressRange, fde_ref.start, end);
             continue;
+        }
+        if let Some((lo, hi)) = cfi.exec_range {
+            if fde_ref.start < lo || end > hi {
+                stats.refuse_fde(Reason::OutsideText, fde_ref.start, end);
+                continue;
+            }
         }
         if any && fde_ref.start < covered_to {
             stats.refuse_fde(Reason::Overlap, fde_ref.start, end);

@@ -32,6 +32,19 @@ pub(crate) fn cfi_sections(data: &[u8]) -> Result<CfiSections<'_>, Error> {
     if header.e_machine(endian) != elf::EM_X86_64 || !file.is_little_endian() {
         return Err(Error::NotX86_64);
     }
+    if header.e_type(endian) == elf::ET_REL {
+        return Err(Error::Relocatable);
+    }
+    let phdrs = file.elf_program_headers();
+    // The span of the executable segments.
+    let exec_range = phdrs
+        .iter()
+        .filter(|p| p.p_type(endian) == elf::PT_LOAD && p.p_flags(endian) & elf::PF_X != 0)
+        .map(|p| {
+            let start = p.p_vaddr(endian);
+            (start, start.saturating_add(p.p_memsz(endian)))
+        })
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
     let text_addr = file.section_by_name(".text").map(|s| s.address());
     let hdr = file
         .section_by_name(".eh_frame_hdr")
@@ -45,11 +58,11 @@ pub(crate) fn cfi_sections(data: &[u8]) -> Result<CfiSections<'_>, Error> {
                 eh_frame_addr: section.address(),
                 eh_frame_hdr: hdr,
                 text_addr,
+                exec_range,
             });
         }
     }
     // No section headers: follow the program headers as a loader would.
-    let phdrs = file.elf_program_headers();
     let eh = phdrs
         .iter()
         .find(|p| p.p_type(endian) == elf::PT_GNU_EH_FRAME)
@@ -75,5 +88,6 @@ pub(crate) fn cfi_sections(data: &[u8]) -> Result<CfiSections<'_>, Error> {
         eh_frame_addr,
         eh_frame_hdr: Some((hdr_bytes, hdr_addr)),
         text_addr,
+        exec_range,
     })
 }

@@ -94,6 +94,8 @@ pub enum Error {
     Elf(String),
     /// Not an x86-64 little-endian ELF64 object.
     NotX86_64,
+    /// A relocatable object (`.o`): its CFI addresses are not final.
+    Relocatable,
     /// Neither `.eh_frame` nor `PT_GNU_EH_FRAME` found.
     NoEhFrame,
     /// `.eh_frame_hdr` unreadable, or its `.eh_frame` pointer indirect.
@@ -112,6 +114,7 @@ impl fmt::Display for Error {
         match self {
             Error::Elf(msg) => write!(f, "not a usable ELF file: {msg}"),
             Error::NotX86_64 => f.write_str("not an x86-64 little-endian ELF64 object"),
+            Error::Relocatable => f.write_str("a relocatable object: addresses are not final"),
             Error::NoEhFrame => f.write_str("no .eh_frame"),
             Error::BadEhFrameHdr => f.write_str("unreadable .eh_frame_hdr"),
             Error::NothingUsable(stats) => write!(
@@ -129,7 +132,8 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Generates the SFrame section of an ELF file image (an executable or a
-/// shared object). Addresses are link-time addresses.
+/// shared object). Addresses are link-time addresses. FDEs outside the
+/// executable `PT_LOAD` segments are refused.
 pub fn synth_elf(file: &[u8], opts: &Options) -> Result<Synthesized, Error> {
     let sections = elf::cfi_sections(file)?;
     synth(&sections, opts)
@@ -140,7 +144,9 @@ pub fn synth_elf(file: &[u8], opts: &Options) -> Result<Synthesized, Error> {
 /// `eh_frame_hdr` is the `PT_GNU_EH_FRAME` segment (may be empty: then
 /// `.eh_frame` is walked), `eh_frame` the bytes from `.eh_frame`'s start
 /// (see [`eh_frame_address`]) to the end of the `PT_LOAD` segment holding
-/// it; reading stops at `.eh_frame`'s zero terminator.
+/// it; reading stops at `.eh_frame`'s zero terminator. To refuse FDEs
+/// outside the object's text, call [`synth`] with
+/// [`CfiSections::exec_range`] set.
 pub fn synth_mapped(
     eh_frame_hdr: &[u8],
     hdr_addr: u64,
@@ -153,6 +159,7 @@ pub fn synth_mapped(
         eh_frame_addr,
         eh_frame_hdr: (!eh_frame_hdr.is_empty()).then_some((eh_frame_hdr, hdr_addr)),
         text_addr: None,
+        exec_range: None,
     };
     synth(&sections, opts)
 }

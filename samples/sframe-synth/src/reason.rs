@@ -49,11 +49,14 @@ pub enum Reason {
     AddressRange,
     /// The work budget for the object ran out (hostile or huge input).
     WorkLimit,
+    /// The FDE is not inside the object's executable range (a stale FDE
+    /// of a discarded section, or a corrupt address).
+    OutsideText,
 }
 
 impl Reason {
     /// Every reason, in report order.
-    pub const ALL: [Reason; 14] = [
+    pub const ALL: [Reason; 15] = [
         Reason::CfaExpression,
         Reason::CfaRegister,
         Reason::CfaOffset,
@@ -68,6 +71,7 @@ impl Reason {
         Reason::Overlap,
         Reason::AddressRange,
         Reason::WorkLimit,
+        Reason::OutsideText,
     ];
 
     /// A short stable name (for reports and JSON).
@@ -87,6 +91,7 @@ impl Reason {
             Reason::Overlap => "overlap",
             Reason::AddressRange => "address-range",
             Reason::WorkLimit => "work-limit",
+            Reason::OutsideText => "outside-text",
         }
     }
 
@@ -106,6 +111,7 @@ impl Reason {
             Reason::Overlap => 11,
             Reason::AddressRange => 12,
             Reason::WorkLimit => 13,
+            Reason::OutsideText => 14,
         }
     }
 }

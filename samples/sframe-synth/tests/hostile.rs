@@ -294,3 +294,34 @@ fn mutated_fixtures() {
         }
     }
 }
+
+#[test]
+fn fdes_outside_the_text_are_refused() {
+    let mut b = EhB::new(EH);
+    let cie = b.cie();
+    b.fde(cie, 0x0, 0x40, &[]);
+    b.fde(cie, 0x1000, 0x40, &[]);
+    b.fde(cie, 0x1ff0, 0x40, &[]);
+    let eh = b.finish();
+    let cfi = sframe_synth::CfiSections {
+        eh_frame: &eh,
+        eh_frame_addr: EH,
+        eh_frame_hdr: None,
+        text_addr: None,
+        exec_range: Some((0x1000, 0x2000)),
+    };
+    let out = sframe_synth::synth(&cfi, &Options::default()).unwrap();
+    assert_eq!(out.stats.refused(Reason::OutsideText).fdes, 2);
+    assert_eq!(out.text_range, (0x1000, 0x1040));
+}
+
+#[test]
+fn relocatable_objects_are_refused() {
+    // The ELF header of a fixture, turned into ET_REL.
+    let mut elf = std::fs::read(&common::fixtures("v2")[0]).unwrap();
+    elf[16] = 1;
+    assert_eq!(
+        sframe_synth::synth_elf(&elf, &Options::default()).unwrap_err(),
+        Error::Relocatable
+    );
+}
