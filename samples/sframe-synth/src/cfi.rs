@@ -93,7 +93,13 @@ pub(crate) fn collect(
     }
     fdes.sort_unstable_by_key(|f| (f.start, f.len));
 
-    let mut ctx = Box::new(UnwindContext::new());
+    let mut walker = Walker {
+        eh_frame: &eh_frame,
+        bases: &bases,
+        ctx: Box::new(UnwindContext::new()),
+        flex,
+        max_work,
+    };
     let mut pieces = Pieces::default();
     let mut covered_to = 0u64;
     let mut any = false;
@@ -127,17 +133,7 @@ pub(crate) fn collect(
             continue;
         }
         let before = pieces.done.len();
-        if let Err(reason) = rows_of(
-            &eh_frame,
-            &bases,
-            &mut ctx,
-            fde_ref,
-            end,
-            flex,
-            max_work,
-            &mut pieces,
-            stats,
-        ) {
+        if let Err(reason) = walker.rows_of(fde_ref, end, &mut pieces, stats) {
             stats.refuse_fde(reason, fde_ref.start, end);
         }
         pieces.close();
@@ -196,75 +192,86 @@ fn fde_offsets(
     offsets
 }
 
-/// Evaluates one FDE's rows into `pieces`. An error refuses the rest of
-/// the FDE (rows already converted stay: they were right for their PCs).
-#[allow(clippy::too_many_arguments)]
-fn rows_of(
-    eh_frame: &EhFrame<Reader<'_>>,
-    bases: &BaseAddresses,
-    ctx: &mut UnwindContext<usize>,
-    fde_ref: FdeRef,
-    end: u64,
+/// What evaluating FDEs needs besides the FDE.
+struct Walker<'a, 'b> {
+    eh_frame: &'b EhFrame<Reader<'a>>,
+    bases: &'b BaseAddresses,
+    /// gimli's scratch space, reused for every FDE.
+    ctx: Box<UnwindContext<usize>>,
     flex: bool,
     max_work: u64,
-    pieces: &mut Pieces,
-    stats: &mut Stats,
-) -> Result<(), Reason> {
-    let fde = eh_frame
-        .fde_from_offset(bases, fde_ref.offset.into(), EhFrame::cie_from_offset)
-        .map_err(|_| Reason::BadEntry)?;
-    let cie = fde.cie();
-    // The CIE's initial instructions run again for every FDE: charge them.
-    let cost = (cie.entry_len() as u64).saturating_add(fde.entry_len() as u64);
-    stats.work = stats.work.saturating_add(cost);
-    if stats.work > max_work {
-        return Err(Reason::WorkLimit);
-    }
-    if cie.return_address_register() != Register(REG_RA) {
-        return Err(Reason::RaColumn);
-    }
-    let signal_frame = fde.is_signal_trampoline();
-    let mut table = UnwindTable::new(eh_frame, bases, ctx, &fde).map_err(|_| Reason::BadProgram)?;
-    let mut pos = fde_ref.start;
-    loop {
-        let row = match table.next_row() {
-            Ok(Some(row)) => row,
-            Ok(None) => return Ok(()),
-            Err(_) => {
-                stats.refuse_row(Reason::BadProgram, pos, end);
+}
+
+impl Walker<'_, '_> {
+    /// Evaluates one FDE's rows into `pieces`. An error refuses the rest
+    /// of the FDE (rows already converted stay: they were right for their
+    /// PCs).
+    fn rows_of(
+        &mut self,
+        fde_ref: FdeRef,
+        end: u64,
+        pieces: &mut Pieces,
+        stats: &mut Stats,
+    ) -> Result<(), Reason> {
+        let eh_frame = self.eh_frame;
+        let fde = eh_frame
+            .fde_from_offset(self.bases, fde_ref.offset.into(), EhFrame::cie_from_offset)
+            .map_err(|_| Reason::BadEntry)?;
+        let cie = fde.cie();
+        // The CIE's initial instructions run again for every FDE: charge
+        // them.
+        let cost = (cie.entry_len() as u64).saturating_add(fde.entry_len() as u64);
+        stats.work = stats.work.saturating_add(cost);
+        if stats.work > self.max_work {
+            return Err(Reason::WorkLimit);
+        }
+        if cie.return_address_register() != Register(REG_RA) {
+            return Err(Reason::RaColumn);
+        }
+        let signal_frame = fde.is_signal_trampoline();
+        let mut table = UnwindTable::new(eh_frame, self.bases, &mut self.ctx, &fde)
+            .map_err(|_| Reason::BadProgram)?;
+        let mut pos = fde_ref.start;
+        loop {
+            let row = match table.next_row() {
+                Ok(Some(row)) => row,
+                Ok(None) => return Ok(()),
+                Err(_) => {
+                    stats.refuse_row(Reason::BadProgram, pos, end);
+                    return Ok(());
+                }
+            };
+            stats.work = stats.work.saturating_add(1);
+            if stats.work > self.max_work {
+                stats.refuse_row(Reason::WorkLimit, pos, end);
                 return Ok(());
             }
-        };
-        stats.work = stats.work.saturating_add(1);
-        if stats.work > max_work {
-            stats.refuse_row(Reason::WorkLimit, pos, end);
-            return Ok(());
-        }
-        // Rows may run past the FDE (advance_loc is not checked against its
-        // end): clamp, and drop empty rows.
-        let start = row.start_address().max(pos);
-        let stop = row.end_address().min(end);
-        if start >= stop {
-            if start >= end {
-                return Ok(());
+            // Rows may run past the FDE (advance_loc is not checked against
+            // its end): clamp, and drop empty rows.
+            let start = row.start_address().max(pos);
+            let stop = row.end_address().min(end);
+            if start >= stop {
+                if start >= end {
+                    return Ok(());
+                }
+                continue;
             }
-            continue;
-        }
-        pos = stop;
-        stats.rows = stats.rows.saturating_add(1);
-        let cfi_row = CfiRow {
-            cfa: match row.cfa() {
-                gimli::CfaRule::RegisterAndOffset { register, offset } => CfiCfa::RegOffset {
-                    reg: register.0,
-                    offset: *offset,
+            pos = stop;
+            stats.rows = stats.rows.saturating_add(1);
+            let cfi_row = CfiRow {
+                cfa: match row.cfa() {
+                    gimli::CfaRule::RegisterAndOffset { register, offset } => CfiCfa::RegOffset {
+                        reg: register.0,
+                        offset: *offset,
+                    },
+                    gimli::CfaRule::Expression(e) => CfiCfa::Expression(expression(eh_frame, e)),
                 },
-                gimli::CfaRule::Expression(e) => CfiCfa::Expression(expression(eh_frame, e)),
-            },
-            ra: rule(eh_frame, row.register(Register(REG_RA))),
-            fp: rule(eh_frame, row.register(Register(REG_RBP))),
-            signal_frame,
-        };
-        pieces.push(start, stop, map_row(&cfi_row, flex), stats);
+                ra: rule(eh_frame, row.register(Register(REG_RA))),
+                fp: rule(eh_frame, row.register(Register(REG_RBP))),
+                signal_frame,
+            };
+            pieces.push(start, stop, map_row(&cfi_row, self.flex), stats);
+        }
     }
 }
 
