@@ -162,7 +162,7 @@ pub struct Stats {
 }
 
 /// At most this many refused ranges are remembered (the counts go on).
-pub const MAX_REFUSED_RANGES: usize = 65536;
+pub const MAX_REFUSED_RANGES: usize = 4096;
 
 impl Stats {
     /// What was refused for `reason`.
