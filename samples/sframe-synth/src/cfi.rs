@@ -159,9 +159,11 @@ fn fde_offsets(
                 let mut iter = table.iter(bases);
                 loop {
                     match iter.next() {
-                        Ok(Some((_, ptr))) => match table.pointer_to_offset(ptr) {
-                            Ok(off) => offsets.push(off.0),
-                            Err(_) => stats.refuse_fde(Reason::BadEntry, 0, 0),
+                        // Not gimli's pointer_to_offset: it subtracts
+                        // without a check (a panic with overflow checks on).
+                        Ok(Some((_, ptr))) => match table_offset(ptr, cfi) {
+                            Some(off) => offsets.push(off),
+                            None => stats.refuse_fde(Reason::BadEntry, 0, 0),
                         },
                         Ok(None) => break,
                         Err(_) => {
@@ -292,6 +294,15 @@ fn rule<'a>(eh_frame: &EhFrame<Reader<'a>>, rule: RegisterRule<usize>) -> CfiRul
         RegisterRule::ValExpression(e) => CfiRule::ValExpression(expression(eh_frame, &e)),
         _ => CfiRule::Other,
     }
+}
+
+/// The `.eh_frame` offset of a search table entry's FDE pointer.
+fn table_offset(ptr: gimli::Pointer, cfi: &CfiSections<'_>) -> Option<usize> {
+    let gimli::Pointer::Direct(addr) = ptr else {
+        return None;
+    };
+    let off = usize::try_from(addr.checked_sub(cfi.eh_frame_addr)?).ok()?;
+    (off < cfi.eh_frame.len()).then_some(off)
 }
 
 /// The `.eh_frame` address an `.eh_frame_hdr` at `hdr_addr` points to.
