@@ -32,7 +32,7 @@ const NUM_FDES_AT: usize = 8;
 const FDEOFF_AT: usize = 20;
 
 pub(crate) fn run(input: &Path, output: &Path) -> Result<()> {
-    let file = LoadedFile::read(input)?;
+    let file = LoadedFile::read(input, 0)?;
     let mut image =
         std::fs::read(input).with_context(|| format!("cannot read {}", input.display()))?;
     let range = file.location.file_range.clone();

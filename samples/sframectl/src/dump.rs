@@ -27,8 +27,8 @@ use sframe::Section;
 use std::io::Write;
 use std::path::Path;
 
-pub(crate) fn run(path: &Path, json: bool) -> Result<()> {
-    let file = LoadedFile::read(path)?;
+pub(crate) fn run(path: &Path, base: u64, json: bool) -> Result<()> {
+    let file = LoadedFile::read(path, base)?;
     let section = file
         .parse()
         .map_err(anyhow::Error::msg)

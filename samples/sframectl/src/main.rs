@@ -6,6 +6,7 @@
 //! [`Command`] and a new module.
 
 mod check;
+mod coverage;
 mod derive_pcrel;
 mod dump;
 mod elf;
@@ -17,6 +18,7 @@ mod register;
 mod run;
 mod section;
 mod status;
+mod synth;
 
 use anyhow::Result;
 use clap::Parser;
@@ -35,18 +37,42 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the SFrame header, every FDE and every FRE of an ELF file.
+    /// Print the SFrame header, every FDE and every FRE of an ELF file
+    /// or a raw SFrame section.
     Dump {
-        /// Executable or shared object with a .sframe section.
+        /// Executable or shared object with a .sframe section, or a raw
+        /// section (as `synth` writes).
         file: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// For a raw section: the address it is placed at (what `synth`
+        /// printed); function starts are relative to it.
+        #[arg(long, value_name = "ADDR", value_parser = parse_addr, default_value = "0")]
+        base: u64,
     },
-    /// Validate the SFrame section of an ELF file as the kernel module would.
+    /// Validate the SFrame section of an ELF file (or a raw section) as the
+    /// kernel module would; for an ELF file, also report what `synth`
+    /// would generate from its .eh_frame.
     Check {
-        /// Executable or shared object with a .sframe section.
+        /// Executable or shared object, or a raw SFrame section.
         file: PathBuf,
+        /// For a raw section: the address it is placed at.
+        #[arg(long, value_name = "ADDR", value_parser = parse_addr, default_value = "0")]
+        base: u64,
+    },
+    /// Generate an SFrame section from an ELF file's .eh_frame and write it
+    /// as a raw section; prints the base address its function starts are
+    /// relative to, and what was covered.
+    Synth {
+        /// Executable or shared object (x86-64).
+        file: PathBuf,
+        /// Where to write the section (default: FILE.sframe).
+        #[arg(short, long, value_name = "OUT")]
+        output: Option<PathBuf>,
+        /// Write SFrame version 2 (default: version 3).
+        #[arg(long)]
+        v2: bool,
     },
     /// Rewrite an SFrame V2 section to use PC-relative function starts
     /// (SFRAME_F_FDE_FUNC_START_PCREL), as binutils 2.45 emits: test fixtures.
@@ -94,8 +120,9 @@ enum Command {
 
 fn run(command: Command) -> Result<()> {
     match command {
-        Command::Dump { file, json } => dump::run(&file, json),
-        Command::Check { file } => check::run(&file),
+        Command::Dump { file, json, base } => dump::run(&file, base, json),
+        Command::Check { file, base } => check::run(&file, base),
+        Command::Synth { file, output, v2 } => synth::run(&file, output, v2),
         Command::DerivePcrel { input, output } => derive_pcrel::run(&input, &output),
         Command::Status => status::run(),
         Command::List { pid } => list::run(pid),
@@ -107,6 +134,15 @@ fn run(command: Command) -> Result<()> {
             command,
         } => run::run(audit_lib, debug, &command),
     }
+}
+
+/// An address in hexadecimal (`0x...`) or decimal.
+fn parse_addr(s: &str) -> Result<u64, String> {
+    let parsed = match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        Some(hex) => u64::from_str_radix(hex, 16),
+        None => s.parse(),
+    };
+    parsed.map_err(|e| format!("{s}: {e}"))
 }
 
 fn main() -> ExitCode {

@@ -208,8 +208,15 @@ fn check_accepts_every_fixture() {
             let name = &fixture.name;
             assert!(output.status.success(), "{name}: {}", stderr(&output));
             let dump = parse_readelf(&fixture.readelf);
-            let line = stdout(&output);
-            assert_eq!(line.lines().count(), 1, "{name}: {line}");
+            let all = stdout(&output);
+            // The validation line, then the generator's coverage report.
+            let line = all.lines().next().unwrap_or_default().to_string();
+            assert!(
+                all.lines()
+                    .nth(1)
+                    .is_some_and(|l| l.starts_with("generated from .eh_frame: SFrame V3")),
+                "{name}: {all}"
+            );
             let counts = format!("{} FDEs, {} FREs", dump.num_fdes, dump.num_fres);
             assert!(
                 line.contains(&format!("SFrame V{}", dump.version)),
@@ -318,11 +325,20 @@ fn check_rejects_corruption() {
 
 #[test]
 fn check_reports_missing_sframe() {
-    // sframectl itself is built by rustc, without SFrame.
+    // sframectl itself is built by rustc, without SFrame: the generator
+    // covers it from .eh_frame.
     let output = sframectl(&["check"], Path::new(env!("CARGO_BIN_EXE_sframectl")));
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("no SFrame data"), "{out}");
+    assert!(out.contains("generated from .eh_frame: SFrame V3"), "{out}");
+    assert!(out.contains("coverage: .text"), "{out}");
+    // Neither SFrame nor .eh_frame: an ELF file cut after its header.
+    let elf = std::fs::read(env!("CARGO_BIN_EXE_sframectl")).unwrap();
+    let output = sframectl(&["check"], &scratch("header-only", &elf[..64]));
     assert!(!output.status.success());
     assert!(
-        stderr(&output).contains("no SFrame data"),
+        stderr(&output).contains("no SFrame data") || stderr(&output).contains("ELF"),
         "{}",
         stderr(&output)
     );
@@ -378,5 +394,54 @@ fn derive_pcrel_reproduces_the_fixtures() {
             .output()
             .unwrap();
         assert!(!output.status.success(), "{}", fixture.name);
+    }
+}
+
+/// `synth` writes a raw section that `check` and `dump --base` read back,
+/// with the same functions as the generator library returns.
+#[test]
+fn synth_writes_a_raw_section() {
+    for kind in ["v2", "v3"] {
+        for fixture in fixtures(kind) {
+            for v2 in [false, true] {
+                let name = format!("{}-synth-{v2}", fixture.name.replace('/', "-"));
+                let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join(&name);
+                let mut cmd = Command::new(env!("CARGO_BIN_EXE_sframectl"));
+                cmd.arg("synth").arg(&fixture.path).arg("-o").arg(&out);
+                if v2 {
+                    cmd.arg("--v2");
+                }
+                let output = cmd.output().unwrap();
+                assert!(output.status.success(), "{name}: {}", stderr(&output));
+                let text = stdout(&output);
+                let base = text
+                    .split("base ")
+                    .nth(1)
+                    .and_then(|s| s.split(':').next())
+                    .expect("base printed");
+                let opts = sframe_synth::Options {
+                    version: if v2 {
+                        sframe::Version::V2
+                    } else {
+                        sframe::Version::V3
+                    },
+                    ..Default::default()
+                };
+                let want = sframe_synth::synth_elf(&fixture.elf, &opts).unwrap();
+                assert_eq!(std::fs::read(&out).unwrap(), want.section, "{name}");
+                assert_eq!(base, format!("{:#x}", want.base), "{name}");
+                let check = sframectl(&["check", "--base", base], &out);
+                assert!(check.status.success(), "{name}: {}", stderr(&check));
+                let line = stdout(&check);
+                assert!(line.contains("raw section file"), "{line}");
+                let (lo, hi) = want.text_range;
+                assert!(line.contains(&format!("text {lo:#x}..{hi:#x}")), "{line}");
+                let dump = sframectl(&["dump", "--json", "--base", base], &out);
+                assert!(dump.status.success(), "{name}: {}", stderr(&dump));
+                let json: serde_json::Value = serde_json::from_slice(&dump.stdout).unwrap();
+                let first = json["fdes"][0]["start"].as_u64().unwrap();
+                assert_eq!(first, want.base, "{name}");
+            }
+        }
     }
 }
