@@ -671,7 +671,7 @@ mod exec_image_tests {
         assert_eq!(Layout::at_header(&mut mem, base), Err(ImageError::NotElf));
         mem.bytes[18] = 62;
         // A first PT_LOAD too short to hold the headers it was read from.
-        mem.bytes[64 + 56 + 32] = 0x10;
+        mem.bytes[64 + 56 + 32..64 + 56 + 40].copy_from_slice(&0x10u64.to_le_bytes());
         assert_eq!(Layout::at_header(&mut mem, base), Err(ImageError::BadPhdrs));
         // A segment whose end wraps the address space.
         let mut wrap = image(base, &[(PT_LOAD, 5, 0, u64::MAX - 8, 0x100, 0x100)])?;

@@ -64,7 +64,11 @@ unload_module() {
 kmemleak_clean() {
 	local k=/sys/kernel/debug/kmemleak
 	echo scan >$k && echo scan >$k
-	! grep -q sframe_unwind $k
+	grep -q sframe_unwind $k || return 0
+	# The reports that name the module, for the failure's output.
+	awk '/^unreferenced object/ { if (r ~ /sframe_unwind/) print r; r = "" } { r = r $0 "\n" }
+		END { if (r ~ /sframe_unwind/) print r }' $k | head -60
+	return 1
 }
 
 # lifecycle_churn: processes exec (the module registers them) and fork

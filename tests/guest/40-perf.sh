@@ -34,7 +34,8 @@ check "baseline: perf record --call-graph fp,defer" record base-defer --call-gra
 check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
 
 check "insmod" insmod "$SFRAME_KO"
-check "both hooks installed and on" test "$("$CTL" get)" = 3
+# Switches: 1 and 2 the hooks, 4 and 8 exec registration and fork inheritance.
+check "both hooks installed and on" test "$("$CTL" get)" = 15
 check "no hook failure in the log" sh -c '! dmesg | grep -q "sframe_unwind: cannot hook"'
 check "module: perf record -g" record module-g -g
 check "module: perf record --call-graph fp,defer" record module-defer --call-graph fp,defer
@@ -52,7 +53,7 @@ check "control: unprivileged read" setpriv --reuid=65534 --regid=65534 --clear-g
 check "control: unprivileged change is EPERM" setpriv --reuid=65534 --regid=65534 --clear-groups \
 	"$CTL" expect 1 1 0
 check "control: unknown bit is EINVAL" "$CTL" expect 22 0x100 0x100
-check "control: sample hook off" test "$("$CTL" set 1 0)" = 2
+check "control: sample hook off" test "$("$CTL" set 1 0)" = 14
 hooks_off_sample() {
 	local before after
 	before=$(counter walks_sample)
@@ -61,8 +62,8 @@ hooks_off_sample() {
 	[ "$before" = "$after" ]
 }
 check "control: a hook that is off is not used" hooks_off_sample
-check "control: sample hook back on" test "$("$CTL" set 1 1)" = 3
-check "control: deferred hook off and on" sh -c "test \"\$($CTL set 2 0)\" = 1 && test \"\$($CTL set 2 2)\" = 3"
+check "control: sample hook back on" test "$("$CTL" set 1 1)" = 15
+check "control: deferred hook off and on" sh -c "test \"\$($CTL set 2 0)\" = 13 && test \"\$($CTL set 2 2)\" = 15"
 
 # Unload while perf samples every CPU and the replacements run.
 cycles=5
