@@ -11,7 +11,7 @@ failslab=/sys/kernel/debug/failslab
 [ -w $failslab/ignore-gfp-wait ] && echo N >$failslab/ignore-gfp-wait && echo 0 >$failslab/verbose
 # A kernel without KUnit (Debian's) has no test module: say so, as a skip.
 if [ -z "${SFRAME_TEST_KO:-}" ]; then
-	_result ok "sframe_unwind_test # SKIP the kernel has no KUnit (CONFIG_KUNIT unset)"
+	skip "sframe_unwind_test" "$SFRAME_KERNEL has no KUnit (CONFIG_KUNIT unset)"
 	exit 0
 fi
 if ! insmod "$SFRAME_TEST_KO"; then
