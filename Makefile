@@ -12,9 +12,22 @@ LLVM ?= -19
 # KDIR: a kernel build directory with CONFIG_RUST=y, built by the same rustc.
 # Left empty, the cached test kernel is used (and built when missing).
 KDIR ?=
+# Where scripts/rust-kbuild installs the Rust artifacts a distribution's
+# headers package lacks, one directory per kernel release.
+RUST_KBUILD ?= /var/lib/sframe-unwind/kbuild
 
 SCRIPTS := $(CURDIR)/scripts
-kdir = $(if $(KDIR),$(KDIR),$(shell $(SCRIPTS)/kernel))
+# Each is computed once, when first used (recipes only: `make test` does
+# not build the test kernel twice).
+kdir_given = $(eval kdir_given := $(if $(KDIR),$(KDIR),$(shell $(SCRIPTS)/kernel)))$(kdir_given)
+# A headers directory without rust/ (Debian's linux-headers packages): use
+# the directory scripts/rust-kbuild made for its release, if there is one.
+kdir_release = $(shell cat $(kdir_given)/include/config/kernel.release 2>/dev/null)
+kdir = $(eval kdir := $(or $(if $(wildcard $(kdir_given)/rust/libkernel.rmeta),$(kdir_given)), \
+	$(if $(kdir_release),$(wildcard $(RUST_KBUILD)/$(kdir_release))),$(kdir_given)))$(kdir)
+# LLVM=... only for a kernel built with clang: a GCC-built kernel (Debian's)
+# is built on with its own compiler, as its Makefile says.
+llvm = $(if $(shell grep -sx 'CONFIG_CC_IS_CLANG=y' $(kdir)/.config),LLVM=$(LLVM))
 
 .PHONY: all module modules clippy clean setup kernel rootfs host-test test \
 	guest-test demo bench stress fmt check-fmt
@@ -22,14 +35,14 @@ kdir = $(if $(KDIR),$(KDIR),$(shell $(SCRIPTS)/kernel))
 all: module
 
 module modules:
-	$(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM) modules
+	$(MAKE) -C $(kdir) M=$(CURDIR) $(llvm) modules
 
 clippy:
-	$(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM) CLIPPY=1 modules
+	$(MAKE) -C $(kdir) M=$(CURDIR) $(llvm) CLIPPY=1 modules
 
 clean:
 	@if [ -n "$(KDIR)" ] || [ -e "$$HOME/.cache/sframe-unwind/kernel/current" ]; then \
-		$(MAKE) -C $(kdir) M=$(CURDIR) LLVM=$(LLVM) clean; fi
+		$(MAKE) -C $(kdir) M=$(CURDIR) $(llvm) clean; fi
 	cargo clean
 
 setup:

@@ -49,6 +49,15 @@ check_fails() {
 	fi
 }
 
+# skip NAME REASON: a check this kernel cannot run, counted as passed and
+# marked as a TAP skip with the reason.
+skip() { _result ok "$1 # SKIP $2"; }
+
+# The kernel under test: "test" (the debug test kernel) or the name given
+# to guest-run --kernel (debian-7.3).  A debugging feature missing from the
+# test kernel is a failure; from a distribution kernel, a skip.
+on_test_kernel() { [ "${SFRAME_KERNEL:-test}" = test ]; }
+
 module_loaded() { grep -q "^$1 " /proc/modules; }
 
 load_module() {
