@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Count complete callchains in the recordings of tests/guest/45-synth.sh.
+
+Programs whose frames are in objects without .sframe, profiled under
+`sframectl run` (SFrame generated from .eh_frame):
+
+  libc-sframe, libc-nosframe   tests/progs/libc-work, with and without
+                               -Wa,--gsframe: complete = reaches main
+  gzip, python3                Debian's, stripped: complete = reaches
+                               __libc_start_main (the outermost frame with
+                               a symbol; main has none)
+
+Every sample of the program counts, whatever its leaf (start-up, the
+kernel, libc).  Thresholds are the issue's: libc-work >= 99% (both
+builds), gzip >= 98%, python3 >= 95%, with the module under -g and
+--call-graph fp,defer; the baselines (no module) are reported.
+
+All four programs run in one recording per configuration (perf's own
+start and end are slow under TCG); samples are told apart by command name.
+
+  synth_chains.py check DIR     TAP results for DIR/CONFIG.data
+  synth_chains.py share FILE NAME   "complete total" for one program
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+
+PROGRAMS = {
+    # name: (comm as perf shows it, root function, its object, threshold)
+    "libc-sframe": ("libc-work-sfram", "main", "libc-work-sframe", 0.99),
+    "libc-nosframe": ("libc-work-nosfr", "main", "libc-work-nosframe", 0.99),
+    "gzip": ("gzip", "__libc_start_main", "libc.so.6", 0.98),
+    "python3": ("python3", "__libc_start_main", "libc.so.6", 0.95),
+}
+CONFIGS = ("module-g", "module-defer", "base-g", "base-defer")
+
+FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
+
+
+def samples(path):
+    """Each sample's user frames, leaf first, as (sym, dso), by command."""
+    out = subprocess.run(
+        ["perf", "script", "-i", path, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
+        check=True, capture_output=True, text=True).stdout
+    comms = {p[0]: [] for p in PROGRAMS.values()}
+    frames = None
+    for line in out.splitlines():
+        m = FRAME.match(line)
+        if m:
+            if frames is not None and int(m.group(1), 16) < 1 << 63:
+                sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
+                frames.append((sym, os.path.basename(m.group(3))))
+            continue
+        fields = line.split()
+        frames = None
+        if fields and fields[0] in comms:
+            frames = []
+            comms[fields[0]].append(frames)
+    return comms
+
+
+def tally(chains, name):
+    """(complete, total, Counter of incomplete chains' last two frames,
+    the longest incomplete chain) for program NAME's CHAINS."""
+    _, root, obj, _ = PROGRAMS[name]
+    complete = total = 0
+    ends = collections.Counter()
+    example = None
+    for frames in chains:
+        total += 1
+        if any(sym == root and dso == obj for sym, dso in frames):
+            complete += 1
+            continue
+        ends[" <- ".join(f"{s} ({d})" for s, d in frames[-2:]) or "(no user frame)"] += 1
+        if example is None or len(frames) > len(example):
+            example = frames
+    return complete, total, ends, example
+
+
+def check(directory):
+    n = failed = 0
+    for config in CONFIGS:
+        path = os.path.join(directory, f"{config}.data")
+        if not os.path.exists(path):
+            n += 1
+            failed += 1
+            print(f"not ok {n} - synth: {config}: recording exists")
+            continue
+        comms = samples(path)
+        for name, (comm, root, _, threshold) in PROGRAMS.items():
+            n += 1
+            complete, total, ends, example = tally(comms[comm], name)
+            share = complete / total if total else 0.0
+            print(f"# {name} {config}: {complete}/{total} samples reach {root} "
+                  f"({100 * share:.1f}%)")
+            if config.startswith("base"):
+                ok = total > 0
+                what = f"baseline recorded ({100 * share:.1f}% complete)"
+            else:
+                ok = total >= 100 and share >= threshold
+                what = (f">= {100 * threshold:.0f}% of samples reach {root} "
+                        f"({complete}/{total})")
+            n_ok = "ok" if ok else "not ok"
+            failed += not ok
+            print(f"{n_ok} {n} - synth: {name} {config}: {what}")
+            if config.startswith("module") and ends:
+                for end, count in ends.most_common(4):
+                    print(f"#   incomplete, ends {end}: {count}")
+                if example and not ok:
+                    print("#   longest incomplete chain: " +
+                          " <- ".join(f"{s} ({d})" for s, d in example[:16]))
+    return failed == 0
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "check":
+        sys.exit(0 if check(sys.argv[2]) else 1)
+    if len(sys.argv) == 4 and sys.argv[1] == "share":
+        name = sys.argv[3]
+        chains = samples(sys.argv[2])[PROGRAMS[name][0]]
+        complete, total, _, _ = tally(chains, name)
+        print(complete, total)
+        return
+    sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
