@@ -345,7 +345,7 @@ fn decode(bytes: &[u8], key: &Identity) -> Result<Entry, &'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::image::Layout;
+    use crate::image::this_program;
     use crate::image::OwnMemory;
 
     fn temp_dir(name: &str) -> PathBuf {
@@ -357,20 +357,7 @@ mod tests {
 
     /// A real generated section: this test binary's own.
     fn entry() -> Entry {
-        // SAFETY: getauxval() has no preconditions.
-        let phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
-        let phnum = unsafe { libc::getauxval(libc::AT_PHNUM) } as usize;
-        let phdrs = crate::image::ProgramHeaders::read(&OwnMemory, phdr, phnum).unwrap();
-        let pt_phdr = phdrs
-            .iter()
-            .find(|p| p.p_type == crate::image::PT_PHDR)
-            .unwrap();
-        let layout = Layout::new(&phdrs, phdr - pt_phdr.p_vaddr).unwrap();
-        let gen = crate::generated::generate(&OwnMemory, &layout).unwrap();
-        Entry {
-            section: gen.section,
-            base: gen.base,
-        }
+        crate::generated::generate(&OwnMemory, &this_program()).unwrap()
     }
 
     #[test]

@@ -208,19 +208,9 @@ pub fn obtain(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::this_program as own_layout;
     use crate::image::OwnMemory;
-    use crate::image::ProgramHeaders;
     use crate::image::Snapshot;
-    use crate::image::PT_PHDR;
-
-    fn own_layout() -> Layout {
-        // SAFETY: getauxval() has no preconditions.
-        let phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
-        let phnum = unsafe { libc::getauxval(libc::AT_PHNUM) } as usize;
-        let phdrs = ProgramHeaders::read(&OwnMemory, phdr, phnum).unwrap();
-        let pt_phdr = phdrs.iter().find(|p| p.p_type == PT_PHDR).unwrap();
-        Layout::new(&phdrs, phdr - pt_phdr.p_vaddr).unwrap()
-    }
 
     #[test]
     fn generates_for_this_test_binary_and_finds_this_function() {

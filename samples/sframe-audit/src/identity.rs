@@ -107,9 +107,8 @@ fn find_build_id(notes: &[u8]) -> Option<&[u8]> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::this_program;
     use crate::image::OwnMemory;
-    use crate::image::ProgramHeaders;
-    use crate::image::PT_PHDR;
 
     fn note(kind: u32, name: &[u8], desc: &[u8]) -> Vec<u8> {
         let mut v = Vec::new();
@@ -146,13 +145,7 @@ mod tests {
 
     #[test]
     fn this_test_binary_has_a_build_id_or_a_file() {
-        // SAFETY: getauxval() has no preconditions.
-        let phdr = unsafe { libc::getauxval(libc::AT_PHDR) };
-        let phnum = unsafe { libc::getauxval(libc::AT_PHNUM) } as usize;
-        let phdrs = ProgramHeaders::read(&OwnMemory, phdr, phnum).unwrap();
-        let pt_phdr = phdrs.iter().find(|p| p.p_type == PT_PHDR).unwrap();
-        let layout = Layout::new(&phdrs, phdr - pt_phdr.p_vaddr).unwrap();
-        if let Some(id) = Identity::build_id(&OwnMemory, &layout) {
+        if let Some(id) = Identity::build_id(&OwnMemory, &this_program()) {
             assert!(id.as_str().starts_with("b-"));
         }
         let file = Identity::file(c"/proc/self/exe").unwrap();

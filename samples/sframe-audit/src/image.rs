@@ -440,6 +440,22 @@ impl Layout {
     }
 }
 
+/// The layout of the running test binary, found through the auxiliary
+/// vector (for the tests of the modules that read a loaded object).
+#[cfg(test)]
+pub(crate) fn this_program() -> Layout {
+    // SAFETY: getauxval() has no preconditions.
+    let (phdr, phnum) = unsafe {
+        (
+            libc::getauxval(libc::AT_PHDR),
+            libc::getauxval(libc::AT_PHNUM),
+        )
+    };
+    let phdrs = ProgramHeaders::read(&OwnMemory, phdr, phnum as usize).unwrap();
+    let pt_phdr = phdrs.iter().find(|p| p.p_type == PT_PHDR).unwrap();
+    Layout::new(&phdrs, phdr - pt_phdr.p_vaddr).unwrap()
+}
+
 #[cfg(test)]
 // One text segment is the usual case.
 #[allow(clippy::single_range_in_vec_init)]
