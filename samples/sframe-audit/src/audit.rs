@@ -249,6 +249,12 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
             return 0;
         }
     };
+    if layout.sframe.is_none()
+        && (layout.eh_frame_hdr.is_none() || SYNTH.load(Ordering::Relaxed) == SYNTH_OFF)
+    {
+        debug!("{name}: no PT_GNU_SFRAME, none generated (no PT_GNU_EH_FRAME, or generation off)");
+        return 0;
+    }
     let Some(dev) = device() else {
         return 0;
     };
@@ -316,12 +322,7 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
 /// `layout` describes, through the cache unless that is off; `None` (and a
 /// debug message) if it has none or generation is off.
 fn synthesize(map: &LinkMap, name: &str, layout: &Layout) -> Option<generated::Generated> {
-    let mode = SYNTH.load(Ordering::Relaxed);
-    if mode == SYNTH_OFF {
-        debug!("{name}: no PT_GNU_SFRAME (generation off)");
-        return None;
-    }
-    let cache = if mode == SYNTH_CACHED {
+    let cache = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
         CACHE_DIR
             .get_or_init(CacheDir::from_env)
             .as_ref()
