@@ -63,11 +63,21 @@ def samples(path):
     return comms
 
 
+def in_loading(frames):
+    """Whether an incomplete chain is the process being loaded: in the
+    dynamic loader (the outermost frame in ld.so or in memory perf cannot
+    name: the audit library's own namespace) or in the audit library."""
+    return (not frames or frames[-1][1].startswith("ld-linux") or
+            frames[-1][1] == "[unknown]" or
+            any(dso == "libsframe_audit.so" for _, dso in frames))
+
+
 def tally(chains, name):
     """(complete, total, Counter of incomplete chains' last two frames,
-    the longest incomplete chain) for program NAME's CHAINS."""
+    the longest incomplete chain, incomplete ones while loading) for
+    program NAME's CHAINS."""
     _, root, obj, _ = PROGRAMS[name]
-    complete = total = 0
+    complete = total = loading = 0
     ends = collections.Counter()
     example = None
     for frames in chains:
@@ -75,10 +85,11 @@ def tally(chains, name):
         if any(sym == root and dso == obj for sym, dso in frames):
             complete += 1
             continue
+        loading += in_loading(frames)
         ends[" <- ".join(f"{s} ({d})" for s, d in frames[-2:]) or "(no user frame)"] += 1
         if example is None or len(frames) > len(example):
             example = frames
-    return complete, total, ends, example
+    return complete, total, ends, example, loading
 
 
 def check(directory):
@@ -93,10 +104,13 @@ def check(directory):
         comms = samples(path)
         for name, (comm, root, _, threshold) in PROGRAMS.items():
             n += 1
-            complete, total, ends, example = tally(comms[comm], name)
+            complete, total, ends, example, loading = tally(comms[comm], name)
             share = complete / total if total else 0.0
+            rest = total - loading
             print(f"# {name} {config}: {complete}/{total} samples reach {root} "
-                  f"({100 * share:.1f}%)")
+                  f"({100 * share:.1f}%); {loading} incomplete while loading "
+                  f"(ld.so, audit library); of the others {complete}/{rest} "
+                  f"({100 * complete / max(rest, 1):.1f}%)")
             if config.startswith("base"):
                 ok = total > 0
                 what = f"baseline recorded ({100 * share:.1f}% complete)"
@@ -122,7 +136,7 @@ def main():
     if len(sys.argv) == 4 and sys.argv[1] == "share":
         name = sys.argv[3]
         chains = samples(sys.argv[2])[PROGRAMS[name][0]]
-        complete, total, _, _ = tally(chains, name)
+        complete, total, _, _, _ = tally(chains, name)
         print(complete, total)
         return
     sys.exit(__doc__)
