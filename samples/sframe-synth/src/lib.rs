@@ -44,6 +44,7 @@ pub use crate::cfi::CfiSections;
 pub use crate::reason::Reason;
 pub use crate::reason::Refused;
 pub use crate::reason::Stats;
+pub use crate::reason::MAX_REFUSED_RANGES;
 pub use crate::row::map_row;
 pub use sframe::Version;
 
