@@ -25,9 +25,9 @@ start and end are slow under TCG); samples are told apart by command name.
 
 import collections
 import os
-import re
-import subprocess
 import sys
+
+import chains
 
 PROGRAMS = {
     # name: (comm as perf shows it, root function, its object, threshold)
@@ -38,28 +38,13 @@ PROGRAMS = {
 }
 CONFIGS = ("module-g", "module-defer", "base-g", "base-defer")
 
-FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
-
-
 def samples(path):
-    """Each sample's user frames, leaf first, as (sym, dso), by command."""
-    out = subprocess.run(
-        ["perf", "script", "-i", path, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
-        check=True, capture_output=True, text=True).stdout
+    """Each sample's user frames, leaf first, as (sym, object file name),
+    by command."""
     comms = {p[0]: [] for p in PROGRAMS.values()}
-    frames = None
-    for line in out.splitlines():
-        m = FRAME.match(line)
-        if m:
-            if frames is not None and int(m.group(1), 16) < 1 << 63:
-                sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
-                frames.append((sym, os.path.basename(m.group(3))))
-            continue
-        fields = line.split()
-        frames = None
-        if fields and fields[0] in comms:
-            frames = []
-            comms[fields[0]].append(frames)
+    for comm, frames in chains.script_samples(path):
+        if comm in comms:
+            comms[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
     return comms
 
 
