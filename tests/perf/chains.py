@@ -64,12 +64,13 @@ def own(frame):
     return (base.startswith(PROG) or base.startswith(LIB)) and sym in OWN
 
 
-def samples(path):
-    """Yield each workload sample's user frames, leaf first, as (sym, dso)."""
+def script_samples(path):
+    """Yield (comm, user frames leaf first as (sym, dso)) for each sample
+    of the recording PATH (also used by synth_chains.py)."""
     out = subprocess.run(
         ["perf", "script", "-i", path, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
         check=True, capture_output=True, text=True).stdout
-    frames = None
+    comm, frames = None, None
     for line in out.splitlines():
         m = FRAME.match(line)
         if m:
@@ -78,12 +79,19 @@ def samples(path):
                 sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
                 frames.append((sym, m.group(3)))
             continue
-        if frames:
-            yield frames
+        if frames is not None:
+            yield comm, frames
         fields = line.split()
-        frames = [] if fields and fields[0].startswith(PROG) else None
-    if frames:
-        yield frames
+        comm, frames = (fields[0], []) if fields else (None, None)
+    if frames is not None:
+        yield comm, frames
+
+
+def samples(path):
+    """Yield each workload sample's user frames, leaf first, as (sym, dso)."""
+    for comm, frames in script_samples(path):
+        if comm.startswith(PROG) and frames:
+            yield frames
 
 
 def expected_suffixes():

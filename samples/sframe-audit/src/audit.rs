@@ -4,6 +4,11 @@
 //! calls [`la_objopen`] for every object it maps, in every namespace, and
 //! [`la_objclose`] before it unmaps one.  We register the object's
 //! `PT_GNU_SFRAME` section for its executable text and remove it again.
+//! An object without one (nearly all of a distribution's) gets a section
+//! generated from its `.eh_frame` ([`crate::generated`]), read from the
+//! per-user cache when another process generated it already;
+//! `SFRAME_AUDIT_SYNTH=0` turns generation off, `SFRAME_AUDIT_SYNTH=nocache`
+//! generates without the cache.
 //!
 //! Rules this file keeps, because it runs inside someone else's program:
 //!
@@ -22,9 +27,11 @@
 //!   address is a deduction rather than a loader fact, so a wrong guess is an
 //!   error, not a crash.
 
+use crate::cache::CacheDir;
 use crate::device::Device;
 use crate::device::Registration;
 use crate::device::Unregister;
+use crate::generated;
 use crate::image::ImageError;
 use crate::image::Layout;
 use crate::image::OwnMemory;
@@ -42,6 +49,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
+use std::sync::OnceLock;
 
 /// The highest audit interface version we implement (`LAV_CURRENT` in
 /// glibc 2.35 and later; older loaders offer 1, which we accept too).
@@ -72,6 +80,17 @@ const DEVICE_READY: u8 = 1;
 const DEVICE_OFF: u8 = 2;
 
 static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// What to do for objects without `PT_GNU_SFRAME` (`SFRAME_AUDIT_SYNTH`).
+static SYNTH: AtomicU8 = AtomicU8::new(SYNTH_CACHED);
+const SYNTH_OFF: u8 = 0;
+const SYNTH_CACHED: u8 = 1;
+const SYNTH_UNCACHED: u8 = 2;
+
+/// The cache directory (`None`: no usable one), decided at first use.  Only
+/// its path is kept: the directory is opened per object, so that no
+/// descriptor of ours lives in the program between calls.
+static CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
 
 /// Writes one line to standard error when `SFRAME_AUDIT_DEBUG=1`.
 macro_rules! debug {
@@ -230,12 +249,30 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
             return 0;
         }
     };
-    let Some(sframe) = layout.sframe.clone() else {
-        debug!("{name}: no PT_GNU_SFRAME");
+    if layout.sframe.is_none()
+        && (layout.eh_frame_hdr.is_none() || SYNTH.load(Ordering::Relaxed) == SYNTH_OFF)
+    {
+        debug!("{name}: no PT_GNU_SFRAME, none generated (no PT_GNU_EH_FRAME, or generation off)");
         return 0;
-    };
+    }
     let Some(dev) = device() else {
         return 0;
+    };
+    // The object's own section, mapped with it (the same bytes at the same
+    // address), or one generated from its `.eh_frame`, in our heap, kept
+    // for the calls (the module copies it).
+    let generated;
+    let (data, sframe_addr) = match layout.sframe.clone() {
+        Some(sframe) => (sframe.clone(), sframe.start),
+        None => match synthesize(map, name, &layout) {
+            Some(gen) => {
+                generated = gen;
+                let start = generated.section.as_ptr() as u64;
+                let len = generated.section.len() as u64;
+                (start..start + len, layout.bias.wrapping_add(generated.base))
+            }
+            None => return 0,
+        },
     };
     let mut registered = Registered {
         // SAFETY: getpid() has no preconditions.
@@ -245,10 +282,8 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
     };
     for text in layout.text() {
         let reg = Registration {
-            // The loader mapped PT_GNU_SFRAME with the object: the same
-            // bytes at the same address.
-            data: sframe.clone(),
-            sframe_addr: sframe.start,
+            data: data.clone(),
+            sframe_addr,
             text: text.clone(),
         };
         match dev.register(&reg, None) {
@@ -257,8 +292,8 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
                     "{name}: namespace {lmid}: registered text {:#x}-{:#x}, sframe {:#x}+{:#x}: handle {handle}",
                     text.start,
                     text.end,
-                    sframe.start,
-                    sframe.end - sframe.start
+                    sframe_addr,
+                    data.end - data.start
                 );
                 if let Some(slot) = registered.handles.get_mut(registered.len) {
                     *slot = (handle, text.start);
@@ -290,6 +325,44 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
         return 0;
     }
     Box::into_raw(Box::new(registered)) as usize
+}
+
+/// A section generated for the object without `PT_GNU_SFRAME` that
+/// `layout` describes, through the cache unless that is off; `None` (and a
+/// debug message) if it has none or generation is off.
+fn synthesize(map: &LinkMap, name: &str, layout: &Layout) -> Option<generated::Generated> {
+    let cache = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
+        CACHE_DIR
+            .get_or_init(CacheDir::from_env)
+            .as_ref()
+            .and_then(|dir| match dir.create_and_open() {
+                Ok(cache) => Some(cache),
+                Err(err) => {
+                    debug!("cache {}: {err}: not caching", dir.path().display());
+                    None
+                }
+            })
+    } else {
+        None
+    };
+    // The file the object was mapped from names it when it has no
+    // build-id: its path, or for the main program (whose name is empty)
+    // the kernel's link to it.
+    // SAFETY: The loader keeps `l_name` a NUL-terminated string for the
+    // object's lifetime.
+    let path = (!map.l_name.is_null())
+        .then(|| unsafe { CStr::from_ptr(map.l_name) })
+        .map(|p| if p.is_empty() { c"/proc/self/exe" } else { p });
+    match generated::obtain(&OwnMemory, layout, path, cache.as_ref()) {
+        Ok(gen) => {
+            debug!("{name}: no PT_GNU_SFRAME: {gen}");
+            Some(gen)
+        }
+        Err(err) => {
+            debug!("{name}: no PT_GNU_SFRAME, none generated: {err}");
+            None
+        }
+    }
 }
 
 /// Removes what [`objopen`] registered under `cookie`.
@@ -334,6 +407,12 @@ pub extern "C" fn la_version(version: c_uint) -> c_uint {
         std::panic::set_hook(Box::new(|info| debug!("internal error: {info}")));
         let on = std::env::var_os("SFRAME_AUDIT_DEBUG").is_some_and(|v| v == "1");
         DEBUG.store(on, Ordering::Relaxed);
+        let synth = match std::env::var_os("SFRAME_AUDIT_SYNTH") {
+            Some(v) if v == "0" => SYNTH_OFF,
+            Some(v) if v == "nocache" => SYNTH_UNCACHED,
+            _ => SYNTH_CACHED,
+        };
+        SYNTH.store(synth, Ordering::Relaxed);
     });
     if version == 0 {
         return 0;

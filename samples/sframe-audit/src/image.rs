@@ -22,8 +22,12 @@ pub const PT_GNU_SFRAME: u32 = 0x6474_e554;
 pub const PT_LOAD: u32 = 1;
 /// `PT_DYNAMIC`.
 pub const PT_DYNAMIC: u32 = 2;
+/// `PT_NOTE`: notes, among them the build-id.
+pub const PT_NOTE: u32 = 4;
 /// `PT_PHDR`: the program headers themselves.
 pub const PT_PHDR: u32 = 6;
+/// `PT_GNU_EH_FRAME`: `.eh_frame_hdr`, for unwinders.
+pub const PT_GNU_EH_FRAME: u32 = 0x6474_e550;
 /// `PF_X`: the segment is executable.
 pub const PF_X: u32 = 1;
 
@@ -35,6 +39,10 @@ pub const PHDR_SIZE: usize = 56;
 pub const MAX_PHDRS: usize = 64;
 /// Executable segments we record (real objects have one).
 pub const MAX_TEXT: usize = 4;
+/// Loaded segments we record (real objects have four).
+pub const MAX_LOADS: usize = 8;
+/// Note segments we record (real objects have two or three).
+pub const MAX_NOTES: usize = 4;
 
 const ELFCLASS64: u8 = 2;
 #[cfg(target_endian = "little")]
@@ -308,17 +316,26 @@ impl ProgramHeaders {
     }
 }
 
-/// Where one loaded object's SFrame section and text are, at run time.
+/// Where one loaded object's SFrame section and text are, at run time,
+/// and what an object without SFrame needs to have one generated: its
+/// `.eh_frame_hdr`, its loaded file bytes (`.eh_frame` runs to the end of
+/// the segment that holds it) and its notes (the build-id).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Layout {
     /// Load bias: run-time address minus link-time address.
     pub bias: u64,
     /// The `PT_GNU_SFRAME` bytes, if the object has them.
     pub sframe: Option<Range<u64>>,
+    /// The `PT_GNU_EH_FRAME` bytes (`.eh_frame_hdr`), if any.
+    pub eh_frame_hdr: Option<Range<u64>>,
     /// The run-time address of `PT_DYNAMIC`, if any.
     pub dynamic: Option<u64>,
     text: [Range<u64>; MAX_TEXT],
     text_len: usize,
+    loads: [Range<u64>; MAX_LOADS],
+    loads_len: usize,
+    notes: [Range<u64>; MAX_NOTES],
+    notes_len: usize,
 }
 
 impl Layout {
@@ -332,12 +349,37 @@ impl Layout {
         let mut layout = Self {
             bias,
             sframe: None,
+            eh_frame_hdr: None,
             dynamic: None,
             text: Default::default(),
             text_len: 0,
+            loads: Default::default(),
+            loads_len: 0,
+            notes: Default::default(),
+            notes_len: 0,
         };
         if let Some(ph) = phdrs.find(PT_GNU_SFRAME) {
             layout.sframe = Some(at(ph, ph.p_memsz)?).filter(|r| !r.is_empty());
+        }
+        if let Some(ph) = phdrs.find(PT_GNU_EH_FRAME) {
+            layout.eh_frame_hdr = Some(at(ph, ph.p_memsz)?).filter(|r| !r.is_empty());
+        }
+        for ph in phdrs.iter() {
+            let (slots, len, size) = match ph.p_type {
+                // Only the file's bytes: `.eh_frame` is never in the part
+                // of a segment that is zero-filled.
+                PT_LOAD => (&mut layout.loads[..], &mut layout.loads_len, ph.p_filesz),
+                PT_NOTE => (&mut layout.notes[..], &mut layout.notes_len, ph.p_filesz),
+                _ => continue,
+            };
+            if size == 0 {
+                continue;
+            }
+            let range = at(ph, size)?;
+            if let Some(slot) = slots.get_mut(*len) {
+                *slot = range;
+                *len += 1;
+            }
         }
         if let Some(ph) = phdrs.find(PT_DYNAMIC) {
             layout.dynamic = Some(at(ph, 0)?.start);
@@ -386,6 +428,32 @@ impl Layout {
     pub fn text(&self) -> &[Range<u64>] {
         self.text.get(..self.text_len).unwrap_or_default()
     }
+
+    /// The file bytes of each `PT_LOAD` segment, at run time.
+    pub fn loads(&self) -> &[Range<u64>] {
+        self.loads.get(..self.loads_len).unwrap_or_default()
+    }
+
+    /// The `PT_NOTE` segments, at run time.
+    pub fn notes(&self) -> &[Range<u64>] {
+        self.notes.get(..self.notes_len).unwrap_or_default()
+    }
+}
+
+/// The layout of the running test binary, found through the auxiliary
+/// vector (for the tests of the modules that read a loaded object).
+#[cfg(test)]
+pub(crate) fn this_program() -> Layout {
+    // SAFETY: getauxval() has no preconditions.
+    let (phdr, phnum) = unsafe {
+        (
+            libc::getauxval(libc::AT_PHDR),
+            libc::getauxval(libc::AT_PHNUM),
+        )
+    };
+    let phdrs = ProgramHeaders::read(&OwnMemory, phdr, phnum as usize).unwrap();
+    let pt_phdr = phdrs.iter().find(|p| p.p_type == PT_PHDR).unwrap();
+    Layout::new(&phdrs, phdr - pt_phdr.p_vaddr).unwrap()
 }
 
 #[cfg(test)]

@@ -25,9 +25,12 @@ fn audit_lib() -> PathBuf {
 
 fn sh(script: &str, audit: bool, debug: bool) -> Output {
     let mut cmd = Command::new("/bin/sh");
+    // Without generation, objects without .sframe are dismissed before
+    // the device is opened: every one of them is logged.
     cmd.args(["-c", script])
         .env_remove("LD_AUDIT")
-        .env_remove("SFRAME_AUDIT_DEBUG");
+        .env_remove("SFRAME_AUDIT_DEBUG")
+        .env("SFRAME_AUDIT_SYNTH", "0");
     if audit {
         cmd.env("LD_AUDIT", audit_lib());
     }

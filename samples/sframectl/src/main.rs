@@ -91,11 +91,19 @@ enum Command {
         #[arg(long)]
         pid: Option<i32>,
     },
-    /// Register every mapped object with .sframe of a running process.
+    /// Register every mapped object of a running process: its own .sframe,
+    /// or one generated from its .eh_frame (kept in the same cache as the
+    /// audit library's).
     Register {
         /// The process to profile.
         #[arg(long)]
         pid: i32,
+        /// Register only objects with their own .sframe.
+        #[arg(long)]
+        no_synth: bool,
+        /// Generate without reading or writing the cache.
+        #[arg(long)]
+        no_cache: bool,
     },
     /// Remove every registration of a process.
     Unregister {
@@ -126,7 +134,17 @@ fn run(command: Command) -> Result<()> {
         Command::DerivePcrel { input, output } => derive_pcrel::run(&input, &output),
         Command::Status => status::run(),
         Command::List { pid } => list::run(pid),
-        Command::Register { pid } => register::register(pid),
+        Command::Register {
+            pid,
+            no_synth,
+            no_cache,
+        } => register::register(
+            pid,
+            register::Fallback {
+                synth: !no_synth,
+                cache: !no_cache,
+            },
+        ),
         Command::Unregister { pid } => register::unregister(pid),
         Command::Run {
             audit_lib,

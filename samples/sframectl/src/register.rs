@@ -10,6 +10,11 @@
 //! registered them, through the same open `/proc/PID/mem`: that descriptor
 //! is what names the process to the module, and opening it is where the
 //! kernel checked that we may ptrace the process.
+//!
+//! An object without `.sframe` gets a section generated from its
+//! `.eh_frame`, read through `/proc/PID/mem` too, exactly as the audit
+//! library generates it (`sframe_audit::generated`), and through the same
+//! per-user cache.
 
 use crate::kernel;
 use crate::maps;
@@ -17,13 +22,17 @@ use crate::maps::Mapping;
 use anyhow::bail;
 use anyhow::Context;
 use anyhow::Result;
+use sframe_audit::cache::Cache;
+use sframe_audit::cache::CacheDir;
 use sframe_audit::device::Device;
 use sframe_audit::device::Registration;
 use sframe_audit::device::Unregister;
+use sframe_audit::generated;
 use sframe_audit::image::ImageError;
 use sframe_audit::image::Layout;
 use sframe_audit::image::Memory;
 use std::collections::HashSet;
+use std::ffi::CString;
 use std::fs::File;
 use std::os::fd::AsFd;
 
@@ -39,17 +48,41 @@ enum Outcome {
     NoSframe,
 }
 
-pub(crate) fn register(pid: i32) -> Result<()> {
+/// What to do for objects without `.sframe`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Fallback {
+    /// Generate a section from `.eh_frame`.
+    pub(crate) synth: bool,
+    /// Through the cache.
+    pub(crate) cache: bool,
+}
+
+pub(crate) fn register(pid: i32, fallback: Fallback) -> Result<()> {
     let dev = kernel::open()?;
     let mem = kernel::open_proc(pid, "mem", "register")?;
     let maps = maps::read(pid).map_err(|err| kernel::explain(err, "register", Some(pid)))?;
+    let cache = if fallback.synth && fallback.cache {
+        CacheDir::from_env().and_then(|dir| match dir.create_and_open() {
+            Ok(cache) => Some(cache),
+            Err(err) => {
+                eprintln!(
+                    "sframectl: cache {}: {err}: generating without it",
+                    dir.path().display()
+                );
+                None
+            }
+        })
+    } else {
+        None
+    };
+    let generate = fallback.synth.then_some(cache.as_ref());
     let (mut registered, mut already, mut without) = (0, 0, Vec::new());
     let mut seen = HashSet::new();
     for mapping in maps.iter().filter(|m| m.maps_file_start()) {
         if !seen.insert((mapping.inode, mapping.path.as_str(), mapping.range.start)) {
             continue;
         }
-        match register_object(&dev, pid, &mem, mapping) {
+        match register_object(&dev, pid, &mem, mapping, generate) {
             Ok(Some(Outcome::Registered)) => registered += 1,
             Ok(Some(Outcome::AlreadyRegistered)) => already += 1,
             Ok(Some(Outcome::NoSframe)) => without.push(mapping.path.as_str()),
@@ -65,18 +98,24 @@ pub(crate) fn register(pid: i32) -> Result<()> {
     }
     println!("process {pid}: {registered} objects registered, {already} already registered, {} without .sframe", without.len());
     if registered + already == 0 {
-        bail!("no object mapped by process {pid} has an SFrame section (build with -Wa,--gsframe)");
+        if fallback.synth {
+            bail!("no object mapped by process {pid} has an SFrame section or one generated from .eh_frame");
+        }
+        bail!("no object mapped by process {pid} has an SFrame section (build with -Wa,--gsframe, or drop --no-synth)");
     }
     Ok(())
 }
 
 /// Registers the object whose first mapping is `mapping`.  `Ok(None)`: not
-/// an ELF object (a data file, a font), nothing to say.
+/// an ELF object (a data file, a font), nothing to say.  `generate`: an
+/// object without `.sframe` gets a generated section, through the cache
+/// if one is given.
 fn register_object(
     dev: &Device,
     pid: i32,
     mem: &File,
     mapping: &Mapping,
+    generate: Option<Option<&Cache>>,
 ) -> Result<Option<Outcome>> {
     let name = mapping.path.as_str();
     let layout = match Layout::read_at_header(mem, mapping.range.start) {
@@ -88,24 +127,47 @@ fn register_object(
             return Ok(None);
         }
     };
-    let Some(sframe) = layout.sframe.clone() else {
-        return Ok(Some(Outcome::NoSframe));
+    let (bytes, sframe_addr) = match (layout.sframe.clone(), generate) {
+        (Some(sframe), _) => {
+            let len = sframe.end - sframe.start;
+            if len > MAX_SECTION {
+                eprintln!("sframectl: {name}: skipped: SFrame section of {len} bytes");
+                return Ok(None);
+            }
+            let mut bytes = vec![0u8; len as usize];
+            mem.read(sframe.start, &mut bytes).with_context(|| {
+                format!(
+                    "{name}: cannot read its SFrame section at {:#x}",
+                    sframe.start
+                )
+            })?;
+            (bytes, sframe.start)
+        }
+        (None, None) => return Ok(Some(Outcome::NoSframe)),
+        (None, Some(cache)) => {
+            // Named in the cache by build-id, else by the file it maps
+            // (the link in map_files is the mapped file itself, whatever
+            // its path says now).
+            let link = CString::new(format!(
+                "/proc/{pid}/map_files/{:x}-{:x}",
+                mapping.range.start, mapping.range.end
+            ))
+            .ok();
+            match generated::obtain(mem, &layout, link.as_deref(), cache) {
+                Ok(gen) => {
+                    println!("{name}: no .sframe: {gen} from .eh_frame");
+                    (gen.section, layout.bias.wrapping_add(gen.base))
+                }
+                Err(err) => {
+                    println!("{name}: no .sframe, none generated: {err}");
+                    return Ok(Some(Outcome::NoSframe));
+                }
+            }
+        }
     };
-    let len = sframe.end - sframe.start;
-    if len > MAX_SECTION {
-        eprintln!("sframectl: {name}: skipped: SFrame section of {len} bytes");
-        return Ok(None);
-    }
-    let mut bytes = vec![0u8; len as usize];
-    mem.read(sframe.start, &mut bytes).with_context(|| {
-        format!(
-            "{name}: cannot read its SFrame section at {:#x}",
-            sframe.start
-        )
-    })?;
     let mut outcome = Outcome::AlreadyRegistered;
     for text in layout.text() {
-        let reg = Registration::from_slice(&bytes, sframe.start, text.clone());
+        let reg = Registration::from_slice(&bytes, sframe_addr, text.clone());
         match dev.register(&reg, Some(mem.as_fd())) {
             Ok(handle) => {
                 println!(

@@ -1,0 +1,433 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The cache of generated SFrame sections, one file per object
+//! ([`Identity`]), shared by every process of the user: the audit library
+//! generates libc's section once, not at every program start.
+//!
+//! `$XDG_CACHE_HOME/sframe-unwind/synth` (default
+//! `~/.cache/sframe-unwind/synth`), created mode 0700.  Processes share it
+//! without locks:
+//!
+//! - A file is written under a temporary name and renamed over its final
+//!   name, so a reader sees a whole file or none.  Two processes that
+//!   generate the same object write the same bytes; the last rename wins.
+//! - Nothing read is trusted: a file must carry our header (magic, format
+//!   revision, base, length, its own key) and a section that this project's
+//!   decoder parses and validates, else it is ignored and replaced.
+//! - Files are opened relative to the directory, `O_NOFOLLOW`, `O_CLOEXEC`
+//!   and `O_NONBLOCK` (a FIFO planted there cannot block us), and must be
+//!   regular files of bounded size.  The directory must be ours and not
+//!   writable by others.
+//! - No descriptor outlives a call: the audit library runs inside programs
+//!   that close or `dup2()` over descriptors they do not know.
+//! - A program running set-user-ID (`AT_SECURE`) never uses the cache: its
+//!   environment names the directory.
+
+use crate::identity::Identity;
+use std::ffi::CString;
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::fd::FromRawFd;
+use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::path::PathBuf;
+
+/// The header's magic: "SFRCACHE".
+const MAGIC: [u8; 8] = *b"SFRCACHE";
+/// Bump when the header or the generator's output changes: files of
+/// another revision are regenerated.
+pub const REVISION: u32 = 1;
+/// Header: magic, revision, key length, base, section length; then the key,
+/// padded to 8 bytes, then the section.
+const HEADER: usize = 32;
+/// Largest file we read (libc's section is about 190 KiB).
+const MAX_FILE: u64 = 64 << 20;
+
+/// A section as read from the cache (validated) or to be written to it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The SFrame section.
+    pub section: Vec<u8>,
+    /// The link-time address its function starts are relative to.
+    pub base: u64,
+}
+
+/// The cache directory, by path; [`Cache::open`] opens it for one use.
+#[derive(Clone, Debug)]
+pub struct CacheDir {
+    path: CString,
+}
+
+/// The cache directory, open.
+#[derive(Debug)]
+pub struct Cache {
+    dir: OwnedFd,
+}
+
+fn errno(n: i32) -> io::Error {
+    io::Error::from_raw_os_error(n)
+}
+
+fn cstr(path: &Path) -> io::Result<CString> {
+    CString::new(path.as_os_str().as_bytes()).map_err(|_| errno(libc::EINVAL))
+}
+
+impl CacheDir {
+    /// The user's cache directory, from `XDG_CACHE_HOME` or `HOME`; `None`
+    /// if neither is set (to an absolute path) or the program runs with
+    /// privileges it was not started with.
+    pub fn from_env() -> Option<Self> {
+        // SAFETY: getauxval() has no preconditions.
+        if unsafe { libc::getauxval(libc::AT_SECURE) } != 0 {
+            return None;
+        }
+        let absolute = |v: std::ffi::OsString| Some(PathBuf::from(v)).filter(|p| p.is_absolute());
+        let base = std::env::var_os("XDG_CACHE_HOME")
+            .and_then(absolute)
+            .or_else(|| Some(absolute(std::env::var_os("HOME")?)?.join(".cache")))?;
+        Self::at(&base.join("sframe-unwind").join("synth")).ok()
+    }
+
+    /// The cache directory `path`.
+    pub fn at(path: &Path) -> io::Result<Self> {
+        Ok(Self { path: cstr(path)? })
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        Path::new(OsStr::from_bytes(self.path.as_bytes()))
+    }
+
+    /// Creates the directory and its missing parents, mode 0700.
+    pub fn create(&self) -> io::Result<()> {
+        let path = self.path();
+        let mut missing = Vec::new();
+        for dir in path.ancestors() {
+            if dir.as_os_str().is_empty() || std::fs::symlink_metadata(dir).is_ok() {
+                break;
+            }
+            missing.push(dir);
+        }
+        for dir in missing.iter().rev() {
+            let c = cstr(dir)?;
+            // SAFETY: `c` is a NUL-terminated path.
+            if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0 {
+                let err = io::Error::last_os_error();
+                if err.raw_os_error() != Some(libc::EEXIST) {
+                    return Err(err);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Opens the directory if it exists, is ours and is not writable by
+    /// others.
+    pub fn open(&self) -> io::Result<Cache> {
+        // SAFETY: `path` is NUL-terminated.
+        let fd = unsafe {
+            libc::open(
+                self.path.as_ptr(),
+                libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: open() returned a new descriptor that nothing else owns.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let st = fstat(&dir)?;
+        // SAFETY: geteuid() has no preconditions.
+        if st.st_uid != unsafe { libc::geteuid() } || st.st_mode & 0o022 != 0 {
+            return Err(errno(libc::EPERM));
+        }
+        Ok(Cache { dir })
+    }
+
+    /// Creates the directory if need be, then opens it.
+    pub fn create_and_open(&self) -> io::Result<Cache> {
+        match self.open() {
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+                self.create()?;
+                self.open()
+            }
+            other => other,
+        }
+    }
+}
+
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: An all-zero `stat` is a valid value to be overwritten.
+    let mut st: libc::stat = unsafe { core::mem::zeroed() };
+    // SAFETY: `fd` is open and `st` a writable `stat`.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(st)
+}
+
+fn file_name(key: &Identity) -> io::Result<CString> {
+    CString::new(format!("{}.sframe", key.as_str())).map_err(|_| errno(libc::EINVAL))
+}
+
+/// Why a cache file was not used.
+#[derive(Debug)]
+pub enum Miss {
+    /// No file for this key.
+    Absent,
+    /// The file could not be read.
+    Read(io::Error),
+    /// The file is not a valid entry for this key: it is to be replaced.
+    Invalid(&'static str),
+}
+
+impl core::fmt::Display for Miss {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Absent => f.write_str("not cached"),
+            Self::Read(err) => write!(f, "cache file unreadable: {err}"),
+            Self::Invalid(why) => write!(f, "cache file ignored: {why}"),
+        }
+    }
+}
+
+impl Cache {
+    fn open_file(&self, name: &CString, flags: i32) -> io::Result<std::fs::File> {
+        // SAFETY: `name` is NUL-terminated; the mode is read only with
+        // O_CREAT.
+        let fd = unsafe {
+            libc::openat(
+                self.dir.as_raw_fd(),
+                name.as_ptr(),
+                flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                0o600 as libc::c_uint,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: openat() returned a new descriptor that nothing else owns.
+        Ok(unsafe { std::fs::File::from_raw_fd(fd) })
+    }
+
+    /// The entry for `key`, validated.
+    pub fn load(&self, key: &Identity) -> Result<Entry, Miss> {
+        use std::io::Read;
+        let name = file_name(key).map_err(Miss::Read)?;
+        let mut file = match self.open_file(&name, libc::O_RDONLY | libc::O_NONBLOCK) {
+            Ok(file) => file,
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Err(Miss::Absent),
+            Err(err) => return Err(Miss::Read(err)),
+        };
+        let meta = file.metadata().map_err(Miss::Read)?;
+        if !meta.file_type().is_file() {
+            return Err(Miss::Invalid("not a regular file"));
+        }
+        if meta.len() > MAX_FILE {
+            return Err(Miss::Invalid("too large"));
+        }
+        let mut bytes = Vec::new();
+        bytes
+            .try_reserve_exact(meta.len() as usize)
+            .map_err(|_| Miss::Read(errno(libc::ENOMEM)))?;
+        file.read_to_end(&mut bytes).map_err(Miss::Read)?;
+        decode(&bytes, key).map_err(Miss::Invalid)
+    }
+
+    /// Writes the entry for `key`: to a temporary file, then renamed over
+    /// the final name.
+    pub fn store(&self, key: &Identity, entry: &Entry) -> io::Result<()> {
+        use std::io::Write;
+        let name = file_name(key)?;
+        let mut stamp = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `stamp` is a writable timespec.
+        unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut stamp) };
+        // SAFETY: getpid() has no preconditions.
+        let pid = unsafe { libc::getpid() };
+        let tmp = CString::new(format!(
+            ".{}.{pid}.{}{:09}.tmp",
+            key.as_str(),
+            stamp.tv_sec,
+            stamp.tv_nsec
+        ))
+        .map_err(|_| errno(libc::EINVAL))?;
+        let written = self
+            .open_file(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL)
+            .and_then(|mut file| file.write_all(&encode(key, entry)));
+        // SAFETY: both names are NUL-terminated, relative to our directory.
+        let renamed = written.and_then(|()| {
+            let rc = unsafe {
+                libc::renameat(
+                    self.dir.as_raw_fd(),
+                    tmp.as_ptr(),
+                    self.dir.as_raw_fd(),
+                    name.as_ptr(),
+                )
+            };
+            if rc != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+        if renamed.is_err() {
+            // SAFETY: `tmp` is NUL-terminated, relative to our directory.
+            unsafe { libc::unlinkat(self.dir.as_raw_fd(), tmp.as_ptr(), 0) };
+        }
+        renamed
+    }
+}
+
+fn padded(n: usize) -> usize {
+    n.saturating_add(7) & !7
+}
+
+/// The file for `entry` under `key`.
+fn encode(key: &Identity, entry: &Entry) -> Vec<u8> {
+    let key = key.as_str().as_bytes();
+    let at = HEADER + padded(key.len());
+    let mut out = Vec::with_capacity(at + entry.section.len());
+    out.extend_from_slice(&MAGIC);
+    out.extend_from_slice(&REVISION.to_le_bytes());
+    out.extend_from_slice(&(key.len() as u32).to_le_bytes());
+    out.extend_from_slice(&entry.base.to_le_bytes());
+    out.extend_from_slice(&(entry.section.len() as u64).to_le_bytes());
+    out.extend_from_slice(key);
+    out.resize(at, 0);
+    out.extend_from_slice(&entry.section);
+    out
+}
+
+/// The entry in `bytes`, if they are a valid file for `key`.
+fn decode(bytes: &[u8], key: &Identity) -> Result<Entry, &'static str> {
+    let field = |at: usize, len: usize| bytes.get(at..at + len).ok_or("truncated header");
+    let word = |at: usize| -> Result<u64, &'static str> {
+        let b = field(at, 8)?;
+        Ok(u64::from_le_bytes(b.try_into().map_err(|_| "truncated")?))
+    };
+    if field(0, 8)? != MAGIC {
+        return Err("not a cache file");
+    }
+    let head = word(8)?;
+    if head as u32 != REVISION {
+        return Err("another revision");
+    }
+    let key_len = usize::try_from(head >> 32).map_err(|_| "bad key length")?;
+    let base = word(16)?;
+    let len = usize::try_from(word(24)?).map_err(|_| "bad length")?;
+    let want = key.as_str().as_bytes();
+    if key_len != want.len() || bytes.get(HEADER..HEADER + key_len) != Some(want) {
+        return Err("another object's key");
+    }
+    let at = HEADER + padded(key_len);
+    let padding = bytes.get(HEADER + key_len..at).ok_or("truncated")?;
+    if padding.iter().any(|&b| b != 0) {
+        return Err("bad padding");
+    }
+    let section = bytes.get(at..).ok_or("truncated")?;
+    if section.len() != len {
+        return Err("length does not match");
+    }
+    let parsed = sframe::Section::parse(section, base).map_err(|_| "section does not parse")?;
+    parsed
+        .validate(&mut || {})
+        .map_err(|_| "section does not validate")?;
+    Ok(Entry {
+        section: section.to_vec(),
+        base,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::this_program;
+    use crate::image::OwnMemory;
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("sframe-cache-test-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    /// A real generated section: this test binary's own.
+    fn entry() -> Entry {
+        crate::generated::generate(&OwnMemory, &this_program()).unwrap()
+    }
+
+    #[test]
+    fn round_trip_and_refusals() {
+        let dir = temp_dir("rt");
+        let cache_dir = CacheDir::at(&dir.join("a/b")).unwrap();
+        assert!(cache_dir.open().is_err());
+        let cache = cache_dir.create_and_open().unwrap();
+        let mode = std::fs::metadata(dir.join("a/b")).unwrap();
+        assert_eq!(
+            std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+            0o700
+        );
+        let key = Identity::file(c"/proc/self/exe").unwrap();
+        assert!(matches!(cache.load(&key), Err(Miss::Absent)));
+        let e = entry();
+        cache.store(&key, &e).unwrap();
+        assert_eq!(cache.load(&key).unwrap(), e);
+        // No temporary file left.
+        assert_eq!(std::fs::read_dir(dir.join("a/b")).unwrap().count(), 1);
+
+        let path = dir.join("a/b").join(format!("{}.sframe", key.as_str()));
+        let good = std::fs::read(&path).unwrap();
+        // A truncated file is refused.
+        for len in [0, 7, 20, HEADER, good.len() / 2, good.len() - 1] {
+            std::fs::write(&path, &good[..len]).unwrap();
+            assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))), "{len}");
+        }
+        // A flipped byte anywhere in our header other than the base (a
+        // changed base still makes a valid section), or in the section's
+        // magic and version, is refused.
+        let at = HEADER + padded(key.as_str().len());
+        for i in (0..16).chain(24..at + 3) {
+            let mut bad = good.clone();
+            bad[i] ^= 0x40;
+            std::fs::write(&path, &bad).unwrap();
+            assert!(cache.load(&key).is_err(), "byte {i}");
+        }
+        // Another key's file under this name.
+        let other = Identity::file(c"/proc/self/exe").unwrap();
+        let mut foreign = encode(&other, &e);
+        foreign[HEADER] ^= 1;
+        std::fs::write(&path, &foreign).unwrap();
+        assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))));
+        // Replaced by the next store.
+        cache.store(&key, &e).unwrap();
+        assert_eq!(cache.load(&key).unwrap(), e);
+        // A symlink or a FIFO is never followed nor blocks.
+        std::fs::remove_file(&path).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", &path).unwrap();
+        assert!(cache.load(&key).is_err());
+        std::fs::remove_file(&path).unwrap();
+        let c = cstr(&path).unwrap();
+        // SAFETY: `c` is NUL-terminated.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_directory_writable_by_others_is_not_used() {
+        let dir = temp_dir("perm");
+        let cache_dir = CacheDir::at(&dir).unwrap();
+        cache_dir.create_and_open().unwrap();
+        std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777))
+            .unwrap();
+        assert_eq!(
+            cache_dir.open().unwrap_err().raw_os_error(),
+            Some(libc::EPERM)
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

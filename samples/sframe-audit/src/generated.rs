@@ -1,0 +1,262 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A generated SFrame section for a loaded object that has none of its own:
+//! its `.eh_frame_hdr` (`PT_GNU_EH_FRAME`) and `.eh_frame` are read from
+//! the object as mapped (never from its file, which may be gone or another
+//! one by now), converted by `sframe-synth`, and kept in the [`cache`] by
+//! the object's [`Identity`].
+//!
+//! The section is encoded for link-time addresses, so one cache file
+//! serves every process whatever its load bias: register it with
+//! `sframe_addr = bias + base`.
+//!
+//! Shared by the audit library (its own memory) and `sframectl register
+//! --pid` (`/proc/PID/mem`).
+//!
+//! [`cache`]: crate::cache
+
+use crate::cache::Cache;
+use crate::cache::Entry;
+use crate::cache::Miss;
+use crate::identity::Identity;
+use crate::image::Layout;
+use crate::image::Memory;
+use core::fmt;
+use sframe_synth::CfiSections;
+use sframe_synth::Options;
+use std::ffi::CStr;
+use std::io;
+use std::panic::catch_unwind;
+use std::panic::AssertUnwindSafe;
+
+/// The most CFI bytes we read for one object (libc has about 190 KiB of
+/// `.eh_frame`; the largest C++ programs tens of MiB).
+const MAX_CFI: u64 = 64 << 20;
+
+/// Why an object got no generated section.
+#[derive(Debug)]
+pub enum GenerateError {
+    /// No `PT_GNU_EH_FRAME`: no CFI to convert.
+    NoEhFrame,
+    /// `.eh_frame` is not inside a loaded segment.
+    EhFrameNotLoaded,
+    /// More CFI than [`MAX_CFI`].
+    TooLarge,
+    /// The CFI could not be read.
+    Read(io::Error),
+    /// The generator found nothing usable, or refused the object.
+    Synth(sframe_synth::Error),
+    /// The generator panicked (a bug; caught, never crosses into the host).
+    Panicked,
+}
+
+impl fmt::Display for GenerateError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NoEhFrame => f.write_str("no PT_GNU_EH_FRAME"),
+            Self::EhFrameNotLoaded => f.write_str(".eh_frame is not in a loaded segment"),
+            Self::TooLarge => write!(f, "more than {MAX_CFI} bytes of CFI"),
+            Self::Read(err) => write!(f, "cannot read its CFI: {err}"),
+            Self::Synth(err) => write!(f, "generator: {err}"),
+            Self::Panicked => f.write_str("generator: internal error"),
+        }
+    }
+}
+
+impl std::error::Error for GenerateError {}
+
+/// Where a section came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Read from the cache.
+    Cache,
+    /// Generated now, and stored in the cache.
+    Stored,
+    /// Generated now, not stored (no cache, or it failed).
+    Generated,
+}
+
+/// A generated section for one object.
+#[derive(Debug)]
+pub struct Generated {
+    /// The SFrame section (validated).
+    pub section: Vec<u8>,
+    /// The link-time address its function starts are relative to.
+    pub base: u64,
+    /// Where it came from.
+    pub source: Source,
+    /// Why the cache was not used, if it was not.
+    pub miss: Option<String>,
+}
+
+/// "section generated, cached (N bytes)", and why the cache was not used.
+impl fmt::Display for Generated {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match self.source {
+            Source::Cache => "from the cache",
+            Source::Stored => "generated, cached",
+            Source::Generated => "generated",
+        };
+        write!(f, "section {how} ({} bytes)", self.section.len())?;
+        if let Some(miss) = &self.miss {
+            write!(f, " ({miss})")?;
+        }
+        Ok(())
+    }
+}
+
+fn read_vec(mem: &impl Memory, addr: u64, len: u64) -> Result<Vec<u8>, GenerateError> {
+    if len > MAX_CFI {
+        return Err(GenerateError::TooLarge);
+    }
+    let mut buf = Vec::new();
+    buf.try_reserve_exact(len as usize)
+        .map_err(|_| GenerateError::Read(io::Error::from_raw_os_error(libc::ENOMEM)))?;
+    buf.resize(len as usize, 0);
+    mem.read(addr, &mut buf).map_err(GenerateError::Read)?;
+    Ok(buf)
+}
+
+/// Generates the section of the object `layout` describes from its CFI
+/// in `mem`.  The generator runs under `catch_unwind`.
+pub fn generate(mem: &impl Memory, layout: &Layout) -> Result<Entry, GenerateError> {
+    let hdr_range = layout
+        .eh_frame_hdr
+        .clone()
+        .ok_or(GenerateError::NoEhFrame)?;
+    let hdr = read_vec(mem, hdr_range.start, hdr_range.end - hdr_range.start)?;
+    let bias = layout.bias;
+    let hdr_link = hdr_range.start.wrapping_sub(bias);
+    let eh_frame_link =
+        sframe_synth::eh_frame_address(&hdr, hdr_link).map_err(GenerateError::Synth)?;
+    let eh_frame_at = eh_frame_link.wrapping_add(bias);
+    // `.eh_frame` has no program header of its own: it runs to its zero
+    // terminator, at the latest to the end of the segment holding it.
+    let load = layout
+        .loads()
+        .iter()
+        .find(|r| r.contains(&eh_frame_at))
+        .ok_or(GenerateError::EhFrameNotLoaded)?;
+    let eh_frame = read_vec(mem, eh_frame_at, load.end - eh_frame_at)?;
+    let exec_range = layout
+        .text()
+        .iter()
+        .map(|t| (t.start.wrapping_sub(bias), t.end.wrapping_sub(bias)))
+        .reduce(|a, b| (a.0.min(b.0), a.1.max(b.1)));
+    let cfi = CfiSections {
+        eh_frame: &eh_frame,
+        eh_frame_addr: eh_frame_link,
+        eh_frame_hdr: Some((&hdr, hdr_link)),
+        text_addr: None,
+        exec_range,
+    };
+    let gen = catch_unwind(AssertUnwindSafe(|| {
+        sframe_synth::synth(&cfi, &Options::default())
+    }))
+    .map_err(|_| GenerateError::Panicked)?
+    .map_err(GenerateError::Synth)?;
+    Ok(Entry {
+        section: gen.section,
+        base: gen.base,
+    })
+}
+
+/// The section for the object `layout` describes: from `cache` when it
+/// holds a valid one, else generated (and stored in `cache`).  `path`, a
+/// file the object was mapped from, names it in the cache when it has no
+/// build-id.
+pub fn obtain(
+    mem: &impl Memory,
+    layout: &Layout,
+    path: Option<&CStr>,
+    cache: Option<&Cache>,
+) -> Result<Generated, GenerateError> {
+    let key = cache.and_then(|_| Identity::build_id(mem, layout).or_else(|| Identity::file(path?)));
+    let mut miss = None;
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        match cache.load(key) {
+            Ok(entry) => {
+                return Ok(Generated {
+                    section: entry.section,
+                    base: entry.base,
+                    source: Source::Cache,
+                    miss: None,
+                })
+            }
+            Err(Miss::Absent) => {}
+            Err(err) => miss = Some(err.to_string()),
+        }
+    } else if cache.is_some() {
+        miss = Some("no build-id nor file to name it by".into());
+    }
+    let entry = generate(mem, layout)?;
+    let mut source = Source::Generated;
+    if let (Some(cache), Some(key)) = (cache, &key) {
+        match cache.store(key, &entry) {
+            Ok(()) => source = Source::Stored,
+            Err(err) => miss = Some(format!("not stored: {err}")),
+        }
+    }
+    Ok(Generated {
+        section: entry.section,
+        base: entry.base,
+        source,
+        miss,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::this_program as own_layout;
+    use crate::image::OwnMemory;
+    use crate::image::Snapshot;
+
+    #[test]
+    fn generates_for_this_test_binary_and_finds_this_function() {
+        let layout = own_layout();
+        let entry = generate(&OwnMemory, &layout).unwrap();
+        let section = sframe::Section::parse(&entry.section, entry.base + layout.bias).unwrap();
+        let here = generates_for_this_test_binary_and_finds_this_function as *const () as u64;
+        assert!(section.find_row(here).is_ok_and(|r| r.is_some()));
+    }
+
+    #[test]
+    fn the_cache_serves_the_second_time() {
+        let dir = std::env::temp_dir().join(format!("sframe-gen-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = crate::cache::CacheDir::at(&dir)
+            .unwrap()
+            .create_and_open()
+            .unwrap();
+        let layout = own_layout();
+        let first = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
+        assert_eq!(first.source, Source::Stored);
+        let second = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
+        assert_eq!(second.source, Source::Cache);
+        assert_eq!((first.section, first.base), (second.section, second.base));
+        let none = obtain(&OwnMemory, &layout, None, None).unwrap();
+        assert_eq!(none.source, Source::Generated);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn hostile_cfi_is_an_error_not_a_crash() {
+        let mut layout = own_layout();
+        // Headers that point at garbage: a snapshot of random-ish bytes.
+        let bytes: Vec<u8> = (0..4096u32)
+            .map(|i| (i.wrapping_mul(2654435761) >> 13) as u8)
+            .collect();
+        let mem = Snapshot {
+            base: 0x1000,
+            bytes: &bytes,
+        };
+        layout.eh_frame_hdr = Some(0x1000..0x1100);
+        assert!(generate(&mem, &layout).is_err());
+        layout.eh_frame_hdr = None;
+        assert!(matches!(
+            generate(&mem, &layout),
+            Err(GenerateError::NoEhFrame)
+        ));
+    }
+}

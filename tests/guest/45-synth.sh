@@ -1,0 +1,132 @@
+# SPDX-License-Identifier: GPL-2.0
+# SFrame generated from .eh_frame, used automatically: programs whose
+# frames are in objects without .sframe (Debian's libc, its stripped gzip
+# and python3) run under `sframectl run` (the audit library generates and
+# caches their sections) and are recorded with perf -g and --call-graph
+# fp,defer, with the module and without it (the baseline).  All four run
+# in one recording per configuration: perf's own start and end cost more
+# than the workloads under TCG.  The recordings go to $SFRAME_OUT/synth;
+# their chains are counted on the host by tests/perf/synth_chains.py
+# (scripts/run-tests runs it in the guest root, where perf script is
+# fast).  Here: the cache (cold, warm, corrupt, unwritable, switched off)
+# and register --pid of a stock program.
+. "$SFRAME_SRC/tests/lib.sh"
+
+CTL=$SFRAME_SRC/target/release/sframectl
+D=$SFRAME_OUT/synth
+SECS=${SFRAME_SYNTH_SECONDS:-1.5}
+# A cache of our own, empty at the start: the guest's $HOME is read-only.
+export XDG_CACHE_HOME=/tmp/synth-cache-home
+CACHE=$XDG_CACHE_HOME/sframe-unwind/synth
+# libc as the loader names it (debug messages) and as maps do (list).
+LIBC='/libc\.so\.6'
+rm -rf "$D" "$XDG_CACHE_HOME"
+mkdir -p "$D"
+
+# The workloads, about SECS seconds each: tests/progs/libc-work built with
+# and without -Wa,--gsframe, Debian's gzip -9 on 1.5 MB of Python sources,
+# Debian's python3 on a pure-Python loop.
+cat /usr/lib/python3*/*.py | head -c 1500000 >/tmp/synth-gzip.in
+cat >/tmp/synth-work.py <<'PY'
+import sys, time
+end = time.monotonic() + float(sys.argv[1])
+d = {}
+while time.monotonic() < end:
+    for i in range(2000):
+        d[i % 97] = d.get(i % 97, 0) + i * i
+    sorted(d.items(), key=lambda kv: (kv[1] % 13, kv[0]))
+PY
+cat >/tmp/synth-all.sh <<SH
+'$CTL' run -- '$PROGS/libc-work-sframe' $SECS
+'$CTL' run -- '$PROGS/libc-work-nosframe' $SECS
+'$CTL' run -- /usr/bin/gzip -9 -c /tmp/synth-gzip.in >/dev/null
+'$CTL' run -- /usr/bin/python3 /tmp/synth-work.py $SECS
+SH
+
+# record CONFIG PERF-OPTIONS...: the four under perf record, into
+# $D/CONFIG.data (through the guest's /tmp: perf maps its output, which 9p
+# shares cannot).
+record() {
+	local config=$1
+	shift
+	perf record -N -e cpu-clock -F 1000 "$@" -o "/tmp/$config.data" -- \
+		sh /tmp/synth-all.sh >"$D/$config.log" 2>&1 || { cat "$D/$config.log"; return 1; }
+	cp "/tmp/$config.data" "$D/$config.data" && rm -f "/tmp/$config.data"
+}
+
+unload_module
+check "baseline: perf record -g" record base-g -g
+check "baseline: perf record --call-graph fp,defer" record base-defer --call-graph fp,defer
+check "no module: nothing generated (no cache directory)" test ! -e "$CACHE"
+
+check "insmod" insmod "$SFRAME_KO"
+
+# audit_log [ENV=VALUE...]: the audit library's messages for a short run
+# of libc-work (no .sframe; libc has none either).
+audit_log() {
+	env SFRAME_AUDIT_DEBUG=1 "$@" "$CTL" run -- "$PROGS/libc-work-nosframe" 0 2>&1 >/dev/null
+}
+# The first run generates and stores; the second reads the cache.
+cold_then_warm() {
+	local cold warm
+	cold=$(audit_log)
+	warm=$(audit_log)
+	echo "$cold" | grep 'PT_GNU_SFRAME'
+	echo "$warm" | grep 'PT_GNU_SFRAME'
+	echo "$cold" | grep -q "$LIBC: no PT_GNU_SFRAME: section generated, cached" &&
+		echo "$warm" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the cache" &&
+		[ "$(echo "$warm" | grep -c ': registered text')" -ge 3 ]
+}
+check_show "cold cache: libc generated and stored; warm: read from the cache" cold_then_warm
+check "cache directory is mode 0700" test "$(stat -c %a "$CACHE")" = 700
+check "cache files are named by build-id" sh -c "ls '$CACHE' | grep -q '^b-[0-9a-f]*\.sframe$'"
+
+corrupt_is_replaced() {
+	local f
+	for f in "$CACHE"/b-*.sframe; do
+		printf 'SFRCACHE garbage' | dd of="$f" bs=1 seek=0 conv=notrunc 2>/dev/null
+	done
+	audit_log | grep -q "$LIBC: no PT_GNU_SFRAME: section generated, cached (.*cache file ignored" &&
+		audit_log | grep -q "$LIBC: no PT_GNU_SFRAME: section from the cache"
+}
+check "a corrupt cache file is ignored and replaced" corrupt_is_replaced
+unwritable_generates() {
+	audit_log XDG_CACHE_HOME=/proc/self | grep -q "$LIBC: no PT_GNU_SFRAME: section generated ("
+}
+check "unwritable cache: generated without it" unwritable_generates
+off_generates_nothing() {
+	audit_log SFRAME_AUDIT_SYNTH=0 |
+		grep -q "$LIBC: no PT_GNU_SFRAME, none generated (no PT_GNU_EH_FRAME, or generation off)"
+}
+check "SFRAME_AUDIT_SYNTH=0: nothing generated" off_generates_nothing
+check "manylibs: 51 own sections and libc's generated one registered" sh -c \
+	"SFRAME_AUDIT_DEBUG=1 '$CTL' run -- '$PROGS/manylibs' 2>&1 | grep -c ': registered text' |
+	awk '{ exit !(\$1 >= 52) }'"
+
+# register --pid of a stock program: its objects have no .sframe.
+register_stock() {
+	local p rc=0
+	sleep 30 &
+	p=$!
+	"$CTL" register --pid "$p" || rc=$?
+	"$CTL" list --pid "$p"
+	"$CTL" list --pid "$p" | grep -q "$LIBC\$" && "$CTL" list --pid "$p" | grep -q '/sleep$' || rc=1
+	kill "$p"
+	wait "$p" 2>/dev/null
+	return $rc
+}
+check_show "register --pid of /usr/bin/sleep: generated sections for sleep and libc" register_stock
+
+# Warm the cache for every object of the four (python3's is large), so that
+# the recordings measure unwinding, not generation at start-up.
+warm() {
+	"$CTL" run -- "$PROGS/libc-work-sframe" 0 &&
+		"$CTL" run -- /usr/bin/gzip -c /dev/null &&
+		"$CTL" run -- /usr/bin/python3 -c pass
+} >/dev/null
+check "cache warm for the recordings" warm
+check "module: perf record -g" record module-g -g
+check "module: perf record --call-graph fp,defer" record module-defer --call-graph fp,defer
+check "no samples lost" sh -c "! grep -q -i 'lost' $D/module-*.log"
+unload_module
+rm -rf /tmp/synth-gzip.in /tmp/synth-work.py /tmp/synth-all.sh "$XDG_CACHE_HOME"
