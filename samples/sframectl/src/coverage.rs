@@ -89,6 +89,11 @@ pub(crate) fn print(out: &mut impl Write, elf: &[u8], gen: &Synthesized) -> Resu
             percent(share.exec.0, share.exec.1)
         )?;
     }
+    print_refusals(out, s)
+}
+
+/// One line per reason the generator refused rows for.
+fn print_refusals(out: &mut impl Write, s: &sframe_synth::Stats) -> Result<()> {
     for (reason, r) in s.refusals() {
         writeln!(
             out,
@@ -106,16 +111,7 @@ pub(crate) fn print(out: &mut impl Write, elf: &[u8], gen: &Synthesized) -> Resu
 pub(crate) fn print_failure(out: &mut impl Write, err: &sframe_synth::Error) -> Result<()> {
     writeln!(out, "generated from .eh_frame: nothing: {err}")?;
     if let sframe_synth::Error::NothingUsable(s) = err {
-        for (reason, r) in s.refusals() {
-            writeln!(
-                out,
-                "  refused {}: {} FDEs, {} rows, {} bytes",
-                reason.as_str(),
-                r.fdes,
-                r.rows,
-                r.bytes
-            )?;
-        }
+        print_refusals(out, s)?;
     }
     Ok(())
 }
