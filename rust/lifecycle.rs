@@ -223,6 +223,11 @@ fn run(job: Job) {
 
 /// Registers what the exec'd program and its interpreter describe.
 fn register_exec(reg: &Registry, mm: &MmWithUser) {
+    // A 32-bit program's headers are ELF32, and the unwinder walks 64-bit
+    // stacks only.
+    if crate::current_task::addr32() {
+        return;
+    }
     let auxv = |t: u32| -> u64 {
         // SAFETY: `mm` is the current task's; `saved_auxv` was written at
         // exec and is read only.

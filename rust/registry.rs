@@ -352,11 +352,13 @@ pub(crate) fn get() -> Option<&'static Registry> {
     registry_process()
 }
 
-/// The registry, for ioctls and notifier callbacks.
+/// The registry, for ioctls, notifier callbacks and exec and fork works.
 fn registry_process() -> Option<&'static Registry> {
     // SAFETY: `RegistryHandle::drop` frees the registry only after the device
     // is gone (an ioctl holds an open file, which pins the module: no ioctl
-    // runs during unload), and after every notifier subscription was put and
+    // runs during unload), after the exec and fork works have all run (the
+    // module's `Lifecycle` is dropped before the registry and waits for
+    // them), and after every notifier subscription was put and
     // `mmu_notifier::synchronize()` returned (no callback runs any more).
     unsafe { REGISTRY.load(Ordering::Acquire).as_ref() }
 }
