@@ -128,7 +128,7 @@ impl Drop for Lifecycle {
     }
 }
 
-/// Queues `job` to run in `task`; false if it could not be.  The work is
+/// Queues `job` to run in `task`; `None` if it could not be.  The work is
 /// counted in [`PENDING`] until it has run.
 ///
 /// # Safety
