@@ -1066,6 +1066,10 @@ impl Registry {
         let mut dropped = 0u32;
         let mut added = 0u32;
         for (e, again) in entries.drain_all().zip(counted.drain_all()) {
+            // Known gap: a copy whose last user left between the pass
+            // above and the lock is left out (the child then unwinds that
+            // text by frame pointers).  Reviving it here needs `indexed`
+            // to become mutable: the next step.
             let copy = match again {
                 Some(c) => c,
                 None if !shared.shutting_down && e.copy.users.load(Ordering::Relaxed) != 0 => {
