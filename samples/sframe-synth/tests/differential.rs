@@ -16,6 +16,22 @@ use sframe::Section;
 use sframe::Version;
 use sframe_synth::synth_elf;
 use sframe_synth::Options;
+use sframe_synth::Synthesized;
+
+fn options(version: Version) -> Options {
+    Options {
+        version,
+        ..Options::default()
+    }
+}
+
+/// The generated section, parsed, validated and of the version asked for.
+fn checked(out: &Synthesized, version: Version) -> Section<'_> {
+    let section = Section::parse(&out.section, out.base).unwrap();
+    section.validate(&mut || {}).unwrap();
+    assert_eq!(section.version(), version);
+    section
+}
 
 fn run(dirs: &[&str], version: Version) -> Report {
     let mut total = Report::default();
@@ -24,14 +40,8 @@ fn run(dirs: &[&str], version: Version) -> Report {
             let elf = std::fs::read(&path).unwrap();
             let (oracle_bytes, oracle_addr) = elf_sframe(&elf).expect("fixture has .sframe");
             let oracle = Section::parse(&oracle_bytes, oracle_addr).unwrap();
-            let opts = Options {
-                version,
-                ..Options::default()
-            };
-            let ours = synth_elf(&elf, &opts).unwrap();
-            let section = Section::parse(&ours.section, ours.base).unwrap();
-            section.validate(&mut || {}).unwrap();
-            assert_eq!(section.version(), version);
+            let ours = synth_elf(&elf, &options(version)).unwrap();
+            let section = checked(&ours, version);
             let r = compare(&elf, &oracle, &section, &ours.stats);
             println!(
                 "{dir}/{}: {} of {} PCs agree ({:.2}%), {:?}, {} more PCs covered; \
@@ -117,15 +127,10 @@ fn large_object_matches_gas() {
     let (oracle_bytes, oracle_addr) = elf_sframe(&elf).expect(".sframe");
     let oracle = Section::parse(&oracle_bytes, oracle_addr).unwrap();
     for version in [Version::V3, Version::V2] {
-        let opts = Options {
-            version,
-            ..Options::default()
-        };
         let start = std::time::Instant::now();
-        let ours = synth_elf(&elf, &opts).unwrap();
+        let ours = synth_elf(&elf, &options(version)).unwrap();
         let took = start.elapsed();
-        let section = Section::parse(&ours.section, ours.base).unwrap();
-        section.validate(&mut || {}).unwrap();
+        let section = checked(&ours, version);
         let r = compare(&elf, &oracle, &section, &ours.stats);
         println!(
             "{} ({version:?}): {} of {} PCs agree ({:.4}%), {:?}, {} more PCs covered; \
@@ -158,13 +163,8 @@ fn v1_fixture_converts() {
     for path in fixtures("v1") {
         let elf = std::fs::read(&path).unwrap();
         for version in [Version::V3, Version::V2] {
-            let opts = Options {
-                version,
-                ..Options::default()
-            };
-            let out = synth_elf(&elf, &opts).unwrap();
-            let section = Section::parse(&out.section, out.base).unwrap();
-            section.validate(&mut || {}).unwrap();
+            let out = synth_elf(&elf, &options(version)).unwrap();
+            checked(&out, version);
             assert_eq!(out.stats.rows_emitted, out.stats.rows, "{}", path.display());
             println!(
                 "{} ({version:?}): {} rows, {} SFrame FDEs",
