@@ -201,8 +201,16 @@ struct SectionCopy {
     indexed: bool,
     /// The user the bytes are charged to.
     owner: Arc<UserAccount>,
-    /// Sections using the copy; changed under the registry lock only.
+    /// Sections using the copy; changed under the registry lock only.  A
+    /// copy whose count reached zero is dead: it is out of the table and
+    /// its bytes are uncharged, and it is never used again.
     users: AtomicU32,
+    info: CopyInfo,
+}
+
+/// What validation found out about a copy's bytes.
+#[derive(Clone, Copy)]
+struct CopyInfo {
     version: u32,
     num_fdes: u32,
     /// `text_range()` minus the address it was validated at: the text range
@@ -643,19 +651,35 @@ impl Registry {
                 SFRAME_FAIL_FORMAT,
                 "section has no FDEs",
             ))?;
-        let version = match section.version() {
-            sframe::Version::V2 => 2,
-            sframe::Version::V3 => 3,
+        let info = CopyInfo {
+            version: match section.version() {
+                sframe::Version::V2 => 2,
+                sframe::Version::V3 => 3,
+            },
+            num_fdes: section.num_fdes(),
+            text_lo: lo.wrapping_sub(sframe_addr),
+            text_hi: hi.wrapping_sub(sframe_addr),
         };
-        let num_fdes = section.num_fdes();
-        let text_lo = lo.wrapping_sub(sframe_addr);
-        let text_hi = hi.wrapping_sub(sframe_addr);
-        let len = bytes.len() as u64;
 
         let mut shared = self.lock.lock();
         if let Some(c) = self.find_copy(&shared, key, uid, &bytes) {
             return Ok(c);
         }
+        self.new_copy(&mut shared, bytes, key, uid, info)
+    }
+
+    /// A new copy of validated `bytes` for `uid`, in the table under `key`
+    /// unless that key is taken, charged to the user's and the module's
+    /// byte limits.  Under the registry lock.
+    fn new_copy(
+        &self,
+        shared: &mut Shared,
+        bytes: KVVec<u8>,
+        key: usize,
+        uid: u32,
+        info: CopyInfo,
+    ) -> Result<Arc<SectionCopy>, Failure> {
+        let len = bytes.len() as u64;
         if shared.bytes.saturating_add(len) > self.limits.max_total_bytes {
             return Err(limit("module-wide byte limit (max_total_bytes) reached"));
         }
@@ -676,10 +700,7 @@ impl Registry {
                 indexed,
                 owner: owner.clone(),
                 users: AtomicU32::new(1),
-                version,
-                num_fdes,
-                text_lo,
-                text_hi,
+                info,
             },
             GFP_KERNEL_ACCOUNT,
         ) {
@@ -702,6 +723,22 @@ impl Registry {
         COUNTERS.copies.fetch_add(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_add(len, Ordering::Relaxed);
         Ok(copy)
+    }
+
+    /// A live copy with the bytes of `old`, a copy taken at a fork whose
+    /// last user has left since: the owner's identical copy if there is
+    /// one again, else a new one, charged again.  The bytes were validated
+    /// when `old` was made.  Under the registry lock.
+    fn revive(&self, shared: &mut Shared, old: &SectionCopy) -> Result<Arc<SectionCopy>, Failure> {
+        let uid = old.owner.uid;
+        if let Some(c) = self.find_copy(shared, old.key, uid, &old.bytes) {
+            return Ok(c);
+        }
+        let mut bytes = KVVec::new();
+        bytes
+            .extend_from_slice(&old.bytes, GFP_KERNEL_ACCOUNT)
+            .map_err(|_| FAIL_MEM)?;
+        self.new_copy(shared, bytes, old.key, uid, old.info)
     }
 
     /// `uid`'s copy of `bytes`, its user count raised.  O(log n) in the
@@ -913,8 +950,8 @@ impl Registry {
         text_end: usize,
         copy: &Arc<SectionCopy>,
     ) -> Result<u64, Failure> {
-        let lo = copy.text_lo.wrapping_add(req.sframe_addr);
-        let hi = copy.text_hi.wrapping_add(req.sframe_addr);
+        let lo = copy.info.text_lo.wrapping_add(req.sframe_addr);
+        let hi = copy.info.text_hi.wrapping_add(req.sframe_addr);
         if lo >= req.text_end || hi <= req.text_start || lo > hi {
             return Err(Failure::new(
                 EINVAL,
@@ -1035,58 +1072,41 @@ impl Registry {
     /// The child's tree is published whole, after its last section.
     pub(crate) fn adopt(&self, mm: &MmWithUser, inherited: Inherited) {
         let mut entries = inherited.sections;
-        // Copies whose last user left since the fork: found or made again
-        // (validating and sleeping, so before the lock).  `Some` marks a
-        // use already counted.
-        let mut counted: KVec<Option<Arc<SectionCopy>>> = KVec::new();
-        if counted.reserve(entries.len(), GFP_KERNEL).is_err() {
-            return;
-        }
-        for e in entries.iter() {
-            let again = if e.copy.users.load(Ordering::Relaxed) == 0 {
-                let mut bytes = KVVec::new();
-                match bytes.extend_from_slice(&e.copy.bytes, GFP_KERNEL_ACCOUNT) {
-                    Ok(()) => self.get_copy(bytes, e.sframe_addr).ok(),
-                    Err(_) => None,
-                }
-            } else {
-                None
-            };
-            let _ = counted.push_within_capacity(again);
-        }
         let Ok(state) = NotifierRef::get(&OPS, mm) else {
-            let mut shared = self.lock.lock();
-            for c in counted.iter().flatten() {
-                self.put_copy(&mut shared, c);
-            }
+            self.adopt_failed(entries.len() as u32);
             return;
         };
         let mmap = mm.mmap_read_lock();
         let mut shared = self.lock.lock();
         let mut dropped = 0u32;
         let mut added = 0u32;
-        for (e, again) in entries.drain_all().zip(counted.drain_all()) {
-            // Known gap: a copy whose last user left between the pass
-            // above and the lock is left out (the child then unwinds that
-            // text by frame pointers).  Reviving it here needs `indexed`
-            // to become mutable: the next step.
-            let copy = match again {
-                Some(c) => c,
-                None if !shared.shutting_down && e.copy.users.load(Ordering::Relaxed) != 0 => {
-                    e.copy.users.fetch_add(1, Ordering::Relaxed);
-                    e.copy.clone()
-                }
-                None => {
-                    dropped += 1;
-                    continue;
+        for e in entries.drain_all() {
+            if shared.shutting_down {
+                dropped += 1;
+                continue;
+            }
+            // Use counts change under the lock only: a copy still used is
+            // used once more, a dead one (the parent let go of it since the
+            // fork) is taken again.
+            let copy = if e.copy.users.load(Ordering::Relaxed) != 0 {
+                e.copy.users.fetch_add(1, Ordering::Relaxed);
+                e.copy.clone()
+            } else {
+                match self.revive(&mut shared, &e.copy) {
+                    Ok(c) => c,
+                    Err(_) => {
+                        dropped += 1;
+                        continue;
+                    }
                 }
             };
-            if shared.shutting_down || self.adopt_one(&mmap, &state, &e, &copy).is_err() {
+            if self.adopt_one(&mmap, &state, &e, &copy).is_err() {
                 self.put_copy(&mut shared, &copy);
                 dropped += 1;
                 continue;
             }
             added += 1;
+            resched();
         }
         if added > 0 && !self.indexed(mm) {
             let key = mm.as_raw() as usize;
@@ -1264,8 +1284,8 @@ impl Registry {
                         sframe_addr: s.sframe_addr,
                         sframe_len: s.copy.bytes.len() as u64,
                         kernel_bytes: s.copy.bytes.capacity() as u64,
-                        version: s.copy.version,
-                        num_fdes: s.copy.num_fdes,
+                        version: s.copy.info.version,
+                        num_fdes: s.copy.info.num_fdes,
                         shared: users.saturating_sub(1),
                         flags: s.flags,
                     });
