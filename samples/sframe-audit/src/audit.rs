@@ -56,6 +56,8 @@ use std::sync::OnceLock;
 const LAV_CURRENT: c_uint = 2;
 /// `LM_ID_BASE`: the initial namespace.
 const LM_ID_BASE: c_long = 0;
+/// Our own namespace, in messages (the loader does not tell us its id).
+const OWN_LMID: c_long = -1;
 
 /// The public head of glibc's `struct link_map` (`<link.h>`), the part
 /// shared with debuggers and stable across versions.
@@ -91,6 +93,10 @@ const SYNTH_UNCACHED: u8 = 2;
 /// its path is kept: the directory is opened per object, so that no
 /// descriptor of ours lives in the program between calls.
 static CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
+
+/// Whether our own namespace's objects were registered (at the first
+/// `la_objopen`).
+static OWN_NAMESPACE: AtomicBool = AtomicBool::new(false);
 
 /// Writes one line to standard error when `SFRAME_AUDIT_DEBUG=1`.
 macro_rules! debug {
@@ -249,6 +255,21 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
             return 0;
         }
     };
+    // The file the object was mapped from names it when it has no
+    // build-id: its path, or for the main program (whose name is empty)
+    // the kernel's link to it.
+    // SAFETY: The loader keeps `l_name` a NUL-terminated string for the
+    // object's lifetime.
+    let path = (!map.l_name.is_null())
+        .then(|| unsafe { CStr::from_ptr(map.l_name) })
+        .map(|p| if p.is_empty() { c"/proc/self/exe" } else { p });
+    register_object(name, path, &layout, lmid)
+}
+
+/// Registers the object `layout` describes, its own section or one
+/// generated; returns the cookie for [`la_objclose`] (0: none).  `lmid` is
+/// for messages.
+fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_long) -> usize {
     if layout.sframe.is_none()
         && (layout.eh_frame_hdr.is_none() || SYNTH.load(Ordering::Relaxed) == SYNTH_OFF)
     {
@@ -264,7 +285,7 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
     let generated;
     let (data, sframe_addr) = match layout.sframe.clone() {
         Some(sframe) => (sframe.clone(), sframe.start),
-        None => match synthesize(map, name, &layout) {
+        None => match synthesize(path, name, layout) {
             Some(gen) => {
                 generated = gen;
                 let start = generated.section.as_ptr() as u64;
@@ -327,10 +348,83 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
     Box::into_raw(Box::new(registered)) as usize
 }
 
+/// An object of the audit library's own namespace, as `dl_iterate_phdr()`
+/// reports it.
+struct OwnObject {
+    bias: u64,
+    phdr: u64,
+    phnum: usize,
+    name: *const c_char,
+}
+
+/// Objects of our own namespace we are prepared to register (it has four:
+/// this library, its libc, libgcc_s and the loader).
+const MAX_OWN_OBJECTS: usize = 16;
+
+/// The objects of the namespace this library was loaded in: the loader
+/// reports no `la_objopen` for them.
+fn own_namespace() -> Vec<OwnObject> {
+    /// Called by `dl_iterate_phdr()` for each object of the caller's
+    /// namespace, with `data` the vector below.
+    unsafe extern "C" fn collect(
+        info: *mut libc::dl_phdr_info,
+        _size: libc::size_t,
+        data: *mut c_void,
+    ) -> libc::c_int {
+        // SAFETY: `data` is the `Vec` that `own_namespace` passed, alive and
+        // not otherwise borrowed during the iteration.
+        let objects = unsafe { &mut *data.cast::<Vec<OwnObject>>() };
+        if info.is_null() || objects.len() == objects.capacity() {
+            return 1;
+        }
+        // SAFETY: The loader passes a valid `dl_phdr_info` for the call.
+        let info = unsafe { &*info };
+        objects.push(OwnObject {
+            bias: info.dlpi_addr,
+            phdr: info.dlpi_phdr as u64,
+            phnum: usize::from(info.dlpi_phnum),
+            name: info.dlpi_name,
+        });
+        0
+    }
+    let mut objects = Vec::with_capacity(MAX_OWN_OBJECTS);
+    // SAFETY: `collect` matches the callback type and only touches
+    // `objects` through `data`.  glibc reports the namespace of the code
+    // that calls it: ours.
+    unsafe { libc::dl_iterate_phdr(Some(collect), (&raw mut objects).cast()) };
+    objects
+}
+
+/// Registers the objects of our own namespace, once per process: without
+/// them a sample taken while we work (in a `dlopen()` of the program, or
+/// at its exit) stops at its first frame.  They stay registered until the
+/// process exits.
+fn register_own_namespace() {
+    for object in own_namespace() {
+        // SAFETY: `dlpi_name` is the loader's NUL-terminated name of a
+        // loaded object, kept for the object's lifetime (ours).
+        let path = (!object.name.is_null()).then(|| unsafe { CStr::from_ptr(object.name) });
+        let name = path.and_then(|p| p.to_str().ok()).unwrap_or("?");
+        if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
+            return;
+        }
+        let layout = ProgramHeaders::read(&OwnMemory, object.phdr, object.phnum)
+            .and_then(|phdrs| Layout::new(&phdrs, object.bias));
+        match layout {
+            // Registered for good: the cookie is not kept (a section the
+            // main namespace also maps, the loader's, is registered once).
+            Ok(layout) => {
+                let _ = register_object(name, path.filter(|p| !p.is_empty()), &layout, OWN_LMID);
+            }
+            Err(err) => debug!("{name}: own namespace: skipped: {err}"),
+        }
+    }
+}
+
 /// A section generated for the object without `PT_GNU_SFRAME` that
 /// `layout` describes, through the cache unless that is off; `None` (and a
 /// debug message) if it has none or generation is off.
-fn synthesize(map: &LinkMap, name: &str, layout: &Layout) -> Option<generated::Generated> {
+fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Generated> {
     let cache = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
         CACHE_DIR
             .get_or_init(CacheDir::from_env)
@@ -345,14 +439,6 @@ fn synthesize(map: &LinkMap, name: &str, layout: &Layout) -> Option<generated::G
     } else {
         None
     };
-    // The file the object was mapped from names it when it has no
-    // build-id: its path, or for the main program (whose name is empty)
-    // the kernel's link to it.
-    // SAFETY: The loader keeps `l_name` a NUL-terminated string for the
-    // object's lifetime.
-    let path = (!map.l_name.is_null())
-        .then(|| unsafe { CStr::from_ptr(map.l_name) })
-        .map(|p| if p.is_empty() { c"/proc/self/exe" } else { p });
     match generated::obtain(&OwnMemory, layout, path, cache.as_ref()) {
         Ok(gen) => {
             debug!("{name}: no PT_GNU_SFRAME: {gen}");
@@ -435,6 +521,10 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: c_long, cookie: *mu
     // SAFETY: The loader passes its link map for the object, valid for the
     // call.
     let map = unsafe { &*map };
+    // The loader calls us under its lock: one call at a time.
+    if !OWN_NAMESPACE.swap(true, Ordering::Relaxed) {
+        let _ = catch_unwind(register_own_namespace);
+    }
     let value = catch_unwind(AssertUnwindSafe(|| objopen(map, lmid))).unwrap_or(0);
     // SAFETY: `cookie` is our slot for this object, writable.
     unsafe { *cookie = value };
@@ -498,6 +588,21 @@ mod tests {
             locate(&map, 1).map(|l| l.bias).ok(),
             if bias == 0 { None } else { Some(bias) }
         );
+    }
+
+    #[test]
+    fn own_namespace_lists_the_objects_of_the_caller() {
+        let objects = own_namespace();
+        assert!(!objects.is_empty() && objects.len() <= MAX_OWN_OBJECTS);
+        // This test program (the caller) is among them, its text found
+        // through the headers the loader reported.
+        let here = own_namespace_lists_the_objects_of_the_caller as *const () as u64;
+        let found = objects.iter().any(|o| {
+            ProgramHeaders::read(&OwnMemory, o.phdr, o.phnum)
+                .and_then(|p| Layout::new(&p, o.bias))
+                .is_ok_and(|l| l.text().iter().any(|r| r.contains(&here)))
+        });
+        assert!(found);
     }
 
     #[test]
