@@ -14,11 +14,21 @@ Programs whose frames are in objects without .sframe, profiled under
 Every sample of the program counts, whatever its leaf (start-up, the
 kernel, libc).  Issue 13's goals are libc-work >= 99% (both builds),
 gzip >= 98%, python3 >= 95% of all samples, with the module under -g and
---call-graph fp,defer: under TCG they are not met, because 30-40% of the
-samples fall while LD_AUDIT loads the audit library's namespace (the
-baseline has as many), and each line says so.  What is checked is what
-generation must deliver: of the samples outside that loading, at least
-LOADED_MIN complete; and without the module, under half.
+--call-graph fp,defer.  Under TCG, 30-50% of the samples fall while the
+program is loaded, before its own libc is even mapped: LD_AUDIT loads the
+audit library's namespace first (the baseline has as many), and such a
+sample cannot reach main.  Each line prints the goal against all samples
+and against the samples after loading.  What is checked: of the samples
+outside loading, at least LOADED_MIN complete; without the module, under
+half.
+
+Loading is a sample taken before the program's own libc was mapped (the
+last mapping of libc's text since the exec: the audit library's copy
+comes first), or one whose outermost frame is in ld.so (its relocation
+and the constructors it runs; ld.so itself is registered, so such a chain
+ends at ld.so's entry point), in memory perf cannot name, in the program's
+_start (before __libc_start_main), or that passes through the audit
+library.
 
 All four programs run in one recording per configuration (perf's own
 start and end are slow under TCG); samples are told apart by command name.
@@ -29,6 +39,8 @@ start and end are slow under TCG); samples are told apart by command name.
 
 import collections
 import os
+import re
+import subprocess
 import sys
 
 import chains
@@ -41,26 +53,56 @@ PROGRAMS = {
     "python3": ("python3", "__libc_start_main", "libc.so.6", 0.95),
 }
 CONFIGS = ("module-g", "module-defer", "base-g", "base-defer")
-# Measured 91-96% in two runs on 2026-12-03 (under 1% without the module).
-LOADED_MIN = 0.85
+# Measured 99.0-99.9% on 2026-12-03 (under 2% without the module).
+LOADED_MIN = 0.97
 BASE_MAX = 0.5
+
+SAMPLE = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+):\s*$")
+EXEC = re.compile(r"^\S+\s+(\d+)\s+[0-9.]+:\s+PERF_RECORD_COMM exec: ")
+LIBC_MAP = re.compile(r"^\S+\s+\d+\s+([0-9.]+):\s+PERF_RECORD_MMAP2 (\d+)/\d+: .*\]: r-xp \S*/libc\.so\.6$")
+
 
 def samples(path):
     """Each sample's user frames, leaf first, as (sym, object file name),
-    by command."""
+    and whether it was taken before the program's own libc was mapped
+    (the loader at work: under LD_AUDIT the audit library's namespace,
+    with its own libc, is mapped first), by command."""
+    out = subprocess.run(
+        ["perf", "script", "-i", path, "-F", "comm,tid,time,ip,sym,dso", "--no-inline",
+         "--show-mmap-events", "--show-task-events"],
+        check=True, capture_output=True, text=True).stdout
     comms = {p[0]: [] for p in PROGRAMS.values()}
-    for comm, frames in chains.script_samples(path):
-        if comm in comms:
-            comms[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
+    taken = []          # (comm, pid, time, frames)
+    libc_maps = {}      # pid: times libc's text was mapped since its exec
+    frames = None
+    for line in out.splitlines():
+        m = chains.FRAME.match(line)
+        if m:
+            if frames is not None and int(m.group(1), 16) < 1 << 63:
+                sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
+                frames.append((sym, os.path.basename(m.group(3))))
+            continue
+        frames = None
+        if m := EXEC.match(line):
+            libc_maps[int(m.group(1))] = []
+        elif m := LIBC_MAP.match(line):
+            libc_maps.setdefault(int(m.group(2)), []).append(float(m.group(1)))
+        elif (m := SAMPLE.match(line)) and m.group(1) in comms:
+            frames = []
+            taken.append((m.group(1), int(m.group(2)), float(m.group(3)), frames))
+    for comm, pid, time, frames in taken:
+        maps = libc_maps.get(pid)
+        comms[comm].append((frames, bool(maps) and time < maps[-1]))
     return comms
 
 
-def in_loading(frames):
-    """Whether an incomplete chain is the process being loaded: in the
-    dynamic loader (the outermost frame in ld.so or in memory perf cannot
-    name: the audit library's own namespace) or in the audit library."""
-    return (not frames or frames[-1][1].startswith("ld-linux") or
-            frames[-1][1] == "[unknown]" or
+def in_loading(frames, early):
+    """Whether an incomplete chain is the process being loaded: taken
+    before the program's libc was mapped (EARLY), or with its outermost
+    frame in the dynamic loader, in memory perf cannot name or in _start,
+    or in the audit library."""
+    return (early or not frames or frames[-1][1].startswith("ld-linux") or
+            frames[-1][1] == "[unknown]" or frames[-1][0] == "_start" or
             any(dso == "libsframe_audit.so" for _, dso in frames))
 
 
@@ -72,12 +114,12 @@ def tally(chains, name):
     complete = total = loading = 0
     ends = collections.Counter()
     example = None
-    for frames in chains:
+    for frames, early in chains:
         total += 1
         if any(sym == root and dso == obj for sym, dso in frames):
             complete += 1
             continue
-        loading += in_loading(frames)
+        loading += in_loading(frames, early)
         ends[" <- ".join(f"{s} ({d})" for s, d in frames[-2:]) or "(no user frame)"] += 1
         if example is None or len(frames) > len(example):
             example = frames
@@ -100,8 +142,7 @@ def check(directory):
             share = complete / total if total else 0.0
             rest = total - loading
             print(f"# {name} {config}: {complete}/{total} samples reach {root} "
-                  f"({100 * share:.1f}%); {loading} incomplete while loading "
-                  f"(ld.so, audit library); of the others {complete}/{rest} "
+                  f"({100 * share:.1f}%); {loading} incomplete while loading; of the others {complete}/{rest} "
                   f"({100 * complete / max(rest, 1):.1f}%)")
             if config.startswith("base"):
                 ok = total >= 100 and share < BASE_MAX
@@ -110,9 +151,11 @@ def check(directory):
                 ok = total >= 100 and complete >= LOADED_MIN * rest
                 what = (f">= {100 * LOADED_MIN:.0f}% of the samples outside loading reach "
                         f"{root} ({complete}/{rest})")
-                goal = "met" if share >= threshold else "not met"
-                print(f"# {name} {config}: issue goal >= {100 * threshold:.0f}% of all "
-                      f"samples: {goal} ({100 * share:.1f}%)")
+                after = complete / max(rest, 1)
+                print(f"# {name} {config}: issue goal >= {100 * threshold:.0f}%: "
+                      f"of all samples {'met' if share >= threshold else 'not met'} "
+                      f"({100 * share:.1f}%), after loading "
+                      f"{'met' if after >= threshold else 'not met'} ({100 * after:.1f}%)")
             n_ok = "ok" if ok else "not ok"
             failed += not ok
             print(f"{n_ok} {n} - synth: {name} {config}: {what}")
