@@ -3,13 +3,14 @@
 # frames are in objects without .sframe (Debian's libc, its stripped gzip
 # and python3) run under `sframectl run` (the audit library generates and
 # caches their sections) and are recorded with perf -g and --call-graph
-# fp,defer, with the module and without it (the baseline).  All four run
-# in one recording per configuration: perf's own start and end cost more
-# than the workloads under TCG.  The recordings go to $SFRAME_OUT/synth;
-# their chains are counted on the host by tests/perf/synth_chains.py
-# (scripts/run-tests runs it in the guest root, where perf script is
-# fast).  Here: the cache (cold, warm, corrupt, unwritable, switched off)
-# and register --pid of a stock program.
+# fp,defer, with the module and without it (the baseline), and with
+# --call-graph dwarf, whose call paths the host check compares with ours.
+# All four run in one recording per configuration: perf's own start and
+# end cost more than the workloads under TCG.  The recordings go to
+# $SFRAME_OUT/synth; their chains are counted on the host by
+# tests/perf/synth_chains.py (scripts/run-tests runs it in the guest root,
+# where perf script is fast).  Here: the cache (cold, warm, corrupt,
+# unwritable, switched off) and register --pid of a stock program.
 . "$SFRAME_SRC/tests/lib.sh"
 
 CTL=$SFRAME_SRC/target/release/sframectl
@@ -128,5 +129,7 @@ check "cache warm for the recordings" warm
 check "module: perf record -g" record module-g -g
 check "module: perf record --call-graph fp,defer" record module-defer --call-graph fp,defer
 check "no samples lost" sh -c "! grep -q -i 'lost' $D/module-*.log"
+# The same under DWARF unwinding, whose call paths ours must agree with.
+check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
 unload_module
 rm -rf /tmp/synth-gzip.in /tmp/synth-work.py /tmp/synth-all.sh "$XDG_CACHE_HOME"

@@ -30,6 +30,13 @@ ends at ld.so's entry point), in memory perf cannot name, in the program's
 _start (before __libc_start_main), or that passes through the audit
 library.
 
+The --call-graph dwarf recording (dwarf.data) is the reference for call
+paths: for every leaf DWARF reached the root from at least DWARF_MIN_LEAF
+times, the paths of -g and fp,defer must agree with DWARF's under the
+agreement rule of tests/perf/chains.py (paths of named frames: see
+paths()).  Its complete share and the bytes per sample of each recording
+are printed as figures.
+
 All four programs run in one recording per configuration (perf's own
 start and end are slow under TCG); samples are told apart by command name.
 
@@ -56,6 +63,8 @@ CONFIGS = ("module-g", "module-defer", "base-g", "base-defer")
 # Measured 99.0-99.9% on 2026-12-03 (under 2% without the module).
 LOADED_MIN = 0.97
 BASE_MAX = 0.5
+# Leaves with fewer complete DWARF chains are not compared.
+DWARF_MIN_LEAF = 20
 
 SAMPLE = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+):\s*$")
 EXEC = re.compile(r"^\S+\s+(\d+)\s+[0-9.]+:\s+PERF_RECORD_COMM exec: ")
@@ -128,6 +137,7 @@ def tally(chains, name):
 
 def check(directory):
     n = failed = 0
+    recorded = {}
     for config in CONFIGS:
         path = os.path.join(directory, f"{config}.data")
         if not os.path.exists(path):
@@ -136,6 +146,7 @@ def check(directory):
             print(f"not ok {n} - synth: {config}: recording exists")
             continue
         comms = samples(path)
+        recorded[config] = (comms, os.path.getsize(path))
         for name, (comm, root, _, threshold) in PROGRAMS.items():
             n += 1
             complete, total, ends, example, loading = tally(comms[comm], name)
@@ -165,7 +176,79 @@ def check(directory):
                 if example and not ok:
                     print("#   longest incomplete chain: " +
                           " <- ".join(f"{s} ({d})" for s, d in example[:16]))
+    for line in compare_dwarf(directory, recorded):
+        if line.startswith(("ok", "not ok")):
+            n += 1
+            failed += line.startswith("not ok")
+        print(line.replace("{n}", str(n)))
     return failed == 0
+
+
+def paths(chains, name):
+    """Complete chains of program NAME as a Counter of paths by leaf.  A
+    path is the leaf, then the callers that have a name (the programs and
+    libc are stripped: perf names only their exported functions), each
+    once where it calls itself: how deep a recursion was (qsort's merge
+    sort) or which unnamed helper ran is the sample's luck, which named
+    function called which is the unwinder's work."""
+    _, root, obj, _ = PROGRAMS[name]
+    by_leaf = collections.defaultdict(collections.Counter)
+    for frames, _ in chains:
+        for i, (sym, dso) in enumerate(frames):
+            if sym == root and dso == obj:
+                leaf = f"{frames[0][0]} ({frames[0][1]})"
+                path = [leaf]
+                for s, d in frames[1:i + 1]:
+                    named = f"{s} ({d})"
+                    if s != "[unknown]" and named != path[-1]:
+                        path.append(named)
+                by_leaf[leaf][tuple(path)] += 1
+                break
+    return by_leaf
+
+
+def compare_dwarf(directory, recorded):
+    """TAP lines ("{n}" for the test number): the complete chains of
+    --call-graph dwarf (dwarf.data) against ours, leaf by leaf, by the
+    agreement rule of tests/perf/chains.py; and, as figures, each
+    unwinder's complete share and bytes per sample."""
+    path = os.path.join(directory, "dwarf.data")
+    if not os.path.exists(path):
+        return ["not ok {n} - synth: dwarf: recording exists"]
+    dwarf = samples(path)
+    dwarf_size = os.path.getsize(path)
+    dwarf_total = sum(len(c) for c in dwarf.values()) or 1
+    lines = []
+    for config in ("module-g", "module-defer", "base-g"):
+        if config not in recorded:
+            continue
+        comms, size = recorded[config]
+        total = sum(len(c) for c in comms.values()) or 1
+        lines.append(f"# bytes per sample: {config} {size / total:.0f}, dwarf "
+                     f"{dwarf_size / dwarf_total:.0f} ({dwarf_size / dwarf_total / max(size / total, 1):.1f}x)")
+    for name, (comm, root, _, _) in PROGRAMS.items():
+        complete, total, _, _, loading = tally(dwarf[comm], name)
+        lines.append(f"# {name} dwarf: {complete}/{total} samples reach {root} "
+                     f"({100 * complete / max(total, 1):.1f}%); of those after loading "
+                     f"{complete}/{total - loading} ({100 * complete / max(total - loading, 1):.1f}%)")
+        theirs = paths(dwarf[comm], name)
+        for config in ("module-g", "module-defer"):
+            if config not in recorded:
+                continue
+            ours = paths(recorded[config][0][comm], name)
+            compared, diffs = 0, []
+            for leaf, dwarf_paths in sorted(theirs.items()):
+                # Leaves DWARF saw too rarely say nothing either way.
+                if sum(dwarf_paths.values()) < DWARF_MIN_LEAF:
+                    continue
+                compared += 1
+                for line in chains.disagreements(dwarf_paths, ours.get(leaf, {})):
+                    diffs.append(f"{leaf}: {line}")
+            ok = compared >= 1 and not diffs
+            lines.append(f"{'ok' if ok else 'not ok'} {{n}} - synth: {name} {config}: call paths "
+                         f"agree with --call-graph dwarf ({compared} leaves compared)")
+            lines.extend(f"#   {d}" for d in diffs[:10])
+    return lines
 
 
 def main():
