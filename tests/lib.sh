@@ -90,3 +90,21 @@ lifecycle_churn() {
 		"$PROGS/lifecycle" prefork 0 5
 	done >/dev/null 2>&1
 }
+
+# reload_while_churning N [SECONDS]: N times, load the module (unless it is
+# loaded), check its device, wait SECONDS, unload it, while lifecycle_churn
+# forks and execs: probes and task works come and go with the module.
+reload_while_churning() {
+	local i rc=0 pid
+	lifecycle_churn &
+	pid=$!
+	for i in $(seq "$1"); do
+		module_loaded sframe_unwind || insmod "$SFRAME_KO" || { rc=1; break; }
+		test -c /dev/sframe || { rc=1; break; }
+		[ -z "${2:-}" ] || sleep "$2"
+		rmmod sframe_unwind || { rc=1; break; }
+	done
+	kill "$pid"
+	wait "$pid" 2>/dev/null
+	return $rc
+}

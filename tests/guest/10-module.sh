@@ -24,21 +24,8 @@ check "/dev/sframe is gone after rmmod" test ! -e /dev/sframe
 cycles=10
 [ "${SFRAME_STRESS:-0}" = 1 ] && cycles=100
 # Meanwhile processes exec (registered by the module at exec) and fork
-# (children inherit): probes and task works come and go with the module.
-cycle() {
-	local i rc=0 pid
-	lifecycle_churn &
-	pid=$!
-	for i in $(seq "$cycles"); do
-		insmod "$SFRAME_KO" || { rc=1; break; }
-		test -c /dev/sframe || { rc=1; break; }
-		rmmod sframe_unwind || { rc=1; break; }
-	done
-	kill "$pid"
-	wait "$pid" 2>/dev/null
-	return $rc
-}
-check "insmod/rmmod $cycles times while processes fork and exec" cycle
+# (children inherit).
+check "insmod/rmmod $cycles times while processes fork and exec" reload_while_churning "$cycles"
 
 # The device's file operations name the module as their owner, so a file
 # open in another process pins it: rmmod is refused and the module stays,

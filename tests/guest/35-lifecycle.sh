@@ -118,19 +118,7 @@ else
 fi
 
 # --- Unload while processes fork and exec. -------------------------------------
-unload_while_churning() {
-	local i n=5 pid rc=0
-	stress && n=50
-	lifecycle_churn &
-	pid=$!
-	for i in $(seq $n); do
-		module_loaded sframe_unwind || insmod "$SFRAME_KO" || { rc=1; break; }
-		sleep 0.2
-		rmmod sframe_unwind || { rc=1; break; }
-	done
-	kill "$pid"
-	wait "$pid" 2>/dev/null
-	return $rc
-}
-check "rmmod/insmod while processes fork and exec" unload_while_churning
+reloads=5
+stress && reloads=50
+check "rmmod/insmod $reloads times while processes fork and exec" reload_while_churning "$reloads" 0.2
 load_module
