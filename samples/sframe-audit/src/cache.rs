@@ -36,9 +36,15 @@ use std::path::PathBuf;
 
 /// The header's magic: "SFRCACHE".
 const MAGIC: [u8; 8] = *b"SFRCACHE";
-/// Bump when the header or the generator's output changes: files of
-/// another revision are regenerated.
+/// Bump when the header changes: files of another revision are
+/// regenerated.
 pub const REVISION: u32 = 1;
+
+/// The revision a file carries: [`REVISION`] and the generator's
+/// fingerprint (its sources, the decoder's and the dependencies'
+/// versions), so that a file another build of the generator wrote, whose
+/// bytes may differ, is regenerated too, without anyone bumping anything.
+pub const FILE_REVISION: u32 = REVISION.rotate_left(24) ^ sframe_synth::FINGERPRINT;
 /// Header: magic, revision, key length, base, section length; then the key,
 /// padded to 8 bytes, then the section.
 const HEADER: usize = 32;
@@ -292,7 +298,7 @@ fn encode(key: &Identity, entry: &Entry) -> Vec<u8> {
     let at = HEADER + padded(key.len());
     let mut out = Vec::with_capacity(at + entry.section.len());
     out.extend_from_slice(&MAGIC);
-    out.extend_from_slice(&REVISION.to_le_bytes());
+    out.extend_from_slice(&FILE_REVISION.to_le_bytes());
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(&entry.base.to_le_bytes());
     out.extend_from_slice(&(entry.section.len() as u64).to_le_bytes());
@@ -313,7 +319,7 @@ fn decode(bytes: &[u8], key: &Identity) -> Result<Entry, &'static str> {
         return Err("not a cache file");
     }
     let head = word(8)?;
-    if head as u32 != REVISION {
+    if head as u32 != FILE_REVISION {
         return Err("another revision");
     }
     let key_len = usize::try_from(head >> 32).map_err(|_| "bad key length")?;
@@ -358,6 +364,22 @@ mod tests {
     /// A real generated section: this test binary's own.
     fn entry() -> Entry {
         crate::generated::generate(&OwnMemory, &this_program()).unwrap()
+    }
+
+    #[test]
+    fn another_generator_build_is_another_revision() {
+        let key = Identity::file(c"/proc/self/exe").unwrap();
+        let e = entry();
+        let good = encode(&key, &e);
+        assert_eq!(decode(&good, &key).unwrap(), e);
+        // The same header written by a build with another fingerprint.
+        let mut old = good.clone();
+        old[8..12].copy_from_slice(&REVISION.rotate_left(24).to_le_bytes());
+        if sframe_synth::FINGERPRINT != 0 {
+            assert_eq!(decode(&old, &key), Err("another revision"));
+        }
+        old[8..12].copy_from_slice(&(FILE_REVISION ^ 1).to_le_bytes());
+        assert_eq!(decode(&old, &key), Err("another revision"));
     }
 
     #[test]

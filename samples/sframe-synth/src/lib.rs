@@ -41,6 +41,9 @@ pub mod row;
 use core::fmt;
 
 pub use crate::cfi::CfiSections;
+
+// `FINGERPRINT`, written by build.rs.
+include!(concat!(env!("OUT_DIR"), "/fingerprint.rs"));
 pub use crate::reason::Reason;
 pub use crate::reason::Refused;
 pub use crate::reason::Stats;
