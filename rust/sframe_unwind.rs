@@ -107,7 +107,7 @@ struct SframeModule {
 }
 
 impl kernel::InPlaceModule for SframeModule {
-    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!(
             "sframe-unwind {}.{}.{} loaded\n",
             ioctl::MODULE_VERSION >> 16,
@@ -132,6 +132,7 @@ impl kernel::InPlaceModule for SframeModule {
             _device <- MiscDeviceWithMode::register(
                 MiscDeviceOptions { name: c"sframe" },
                 DEVICE_MODE,
+                module,
             ),
             // Last: the unwinder uses the registry from the first sample on.
             _hooks <- {
