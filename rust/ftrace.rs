@@ -152,9 +152,8 @@ impl<T: Redirect> FtraceHook<T> {
         // SAFETY: `ops` is a valid, pinned `ftrace_ops`, not registered
         // (`installed` is false); `buf` is writable and holds `len` bytes
         // and, as `len` is below its size, a NUL after them.
-        let filtered =
-            to_result(unsafe { ffi::ftrace_set_filter(ops, buf.as_mut_ptr(), len as i32, 1) });
-        if let Err(e) = filtered {
+        let filtered = unsafe { ffi::ftrace_set_filter(ops, buf.as_mut_ptr(), len as i32, 1) };
+        if let Err(e) = to_result(filtered) {
             // SAFETY: `ops` is valid and not registered.
             unsafe { ffi::ftrace_free_filter(ops) };
             return Err(e);

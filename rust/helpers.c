@@ -227,6 +227,32 @@ void sframe_synchronize_rcu_tasks(void)
 	synchronize_rcu_tasks();
 }
 
+/*
+ * SRCU for a kernel crate without kernel::sync::Srcu (rust/compat.rs):
+ * init_srcu_struct() is a macro under lockdep, the read side is inline.
+ */
+#include <linux/srcu.h>
+
+int sframe_init_srcu_struct(struct srcu_struct *ssp, const char *name,
+			    struct lock_class_key *key)
+{
+#ifdef CONFIG_DEBUG_LOCK_ALLOC
+	return __init_srcu_struct(ssp, name, key);
+#else
+	return init_srcu_struct(ssp);
+#endif
+}
+
+int sframe_srcu_read_lock(struct srcu_struct *ssp)
+{
+	return srcu_read_lock(ssp);
+}
+
+void sframe_srcu_read_unlock(struct srcu_struct *ssp, int idx)
+{
+	srcu_read_unlock(ssp, idx);
+}
+
 /* Other processes: rust/permission.rs. */
 #include <linux/dcache.h>
 #include <linux/fs.h>

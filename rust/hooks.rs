@@ -22,6 +22,12 @@
 //! the module, so dropped later).
 
 use crate::{
+    compat::{
+        eopnotsupp,
+        new_srcu,
+        srcu,
+        Srcu, //
+    },
     ffi,
     ftrace::{
         FtraceHook,
@@ -39,14 +45,7 @@ use core::sync::atomic::{
     AtomicU32,
     Ordering, //
 };
-use kernel::{
-    new_srcu,
-    prelude::*,
-    sync::{
-        srcu,
-        Srcu, //
-    },
-};
+use kernel::prelude::*;
 
 /// `SFRAME_CTL_*` bits of the hooks that are on.
 static ENABLED: AtomicU32 = AtomicU32::new(0);
@@ -92,7 +91,7 @@ pub(crate) fn set(mask: u32, value: u32) -> Result<u32> {
     }
     let on = mask & value;
     if on & !AVAILABLE.load(Ordering::Relaxed) != 0 {
-        return Err(EOPNOTSUPP);
+        return Err(eopnotsupp());
     }
     let old = ENABLED
         .fetch_update(Ordering::AcqRel, Ordering::Relaxed, |cur| {

@@ -3,6 +3,7 @@
 //! `/dev/sframe` ioctl dispatch and the extensible-structure copy rules.
 
 use crate::{
+    compat::eopnotsupp,
     permission::{
         self,
         Access, //
@@ -127,7 +128,7 @@ fn with_target<R>(
 ) -> Result<R, Failure> {
     if flags & SFRAME_F_PIDFD != 0 {
         return Err(Failure::new(
-            EOPNOTSUPP,
+            eopnotsupp(),
             SFRAME_FAIL_ARGUMENT,
             "pidfd targets unsupported, use SFRAME_F_PROCFD",
         ));
@@ -136,7 +137,7 @@ fn with_target<R>(
         let mm = permission::mm_of_procfd(fd, access).map_err(|e| {
             if e == EPERM {
                 Failure::new(e, SFRAME_FAIL_PERMISSION, "auxv file given to modify")
-            } else if e == EOPNOTSUPP {
+            } else if e == eopnotsupp() {
                 Failure::new(e, SFRAME_FAIL_ARGUMENT, "procfs was not found at load")
             } else if e == ESRCH {
                 Failure::new(e, SFRAME_FAIL_ARGUMENT, "target exited or executed")

@@ -7,9 +7,12 @@
 //! [`kernel::miscdevice::MiscDeviceOptions`] carries only a name, and devtmpfs
 //! reads the node's mode from `struct miscdevice` while `misc_register()`
 //! runs, so it cannot be changed afterwards.  This type registers the raw
-//! `struct miscdevice` that [`MiscDeviceOptions::into_raw`] builds, with the
-//! file operations the `kernel` crate generates for `T`, after setting
-//! `mode`.
+//! `struct miscdevice` that [`MiscDeviceOptions::into_raw`] builds, after
+//! setting `mode`, with a copy of the file operations the `kernel` crate
+//! generates for `T` whose `owner` is this module: an open file then holds
+//! a reference on the module, so the module cannot be unloaded under it.
+//! The crate sets `owner` itself from 7.3 on; 7.2's crate (Debian's sid
+//! kernel) leaves it null, and `rmmod` succeeded with `/dev/sframe` open.
 
 use core::marker::PhantomData;
 use kernel::{
@@ -22,6 +25,7 @@ use kernel::{
     },
     prelude::*,
     types::Opaque,
+    ThisModule, //
 };
 
 /// A registered misc device with an explicit node mode.
@@ -31,16 +35,20 @@ use kernel::{
 /// - `inner` holds a `struct miscdevice` built by [`MiscDeviceOptions::into_raw`]
 ///   for `T` and registered with `misc_register()`; it stays registered for the
 ///   whole lifetime of this value and is deregistered exactly once in `drop`.
-/// - The layout is that of [`MiscDeviceRegistration<T>`] (both are
-///   `#[repr(transparent)]` over `Opaque<bindings::miscdevice>`): the file
-///   operations of `T` find the registration through `file->private_data`,
-///   which `misc_open()` points at `inner`, and cast it to
-///   `MiscDeviceRegistration<T>`.
-#[repr(transparent)]
+/// - `inner`'s `fops` points at `fops`: the file operations of `T` with
+///   `owner` set to the module that holds this value.
+/// - `inner` starts the structure (`#[repr(C)]`) and has the layout of
+///   [`MiscDeviceRegistration<T>`] (`#[repr(transparent)]` over
+///   `Opaque<bindings::miscdevice>`): the file operations of `T` find the
+///   registration through `file->private_data`, which `misc_open()` points
+///   at `inner`, and cast it to `MiscDeviceRegistration<T>`.
+#[repr(C)]
 #[pin_data(PinnedDrop)]
 pub(crate) struct MiscDeviceWithMode<T> {
     #[pin]
     inner: Opaque<bindings::miscdevice>,
+    #[pin]
+    fops: Opaque<bindings::file_operations>,
     _t: PhantomData<T>,
 }
 
@@ -50,27 +58,53 @@ unsafe impl<T> Send for MiscDeviceWithMode<T> {}
 unsafe impl<T> Sync for MiscDeviceWithMode<T> {}
 
 impl<T: MiscDevice> MiscDeviceWithMode<T> {
-    /// Registers a misc device named by `opts` whose node has `mode`.
-    pub(crate) fn register(opts: MiscDeviceOptions, mode: u16) -> impl PinInit<Self, Error> {
+    /// Registers a misc device named by `opts` whose node has `mode`, and
+    /// whose open files hold a reference on `module`, the caller's.
+    pub(crate) fn register(
+        opts: MiscDeviceOptions,
+        mode: u16,
+        module: &'static ThisModule,
+    ) -> impl PinInit<Self, Error> {
         const {
             assert!(
                 core::mem::size_of::<MiscDeviceRegistration<T>>()
                     == core::mem::size_of::<Opaque<bindings::miscdevice>>()
             );
         }
-        try_pin_init!(Self {
-            inner <- Opaque::try_ffi_init(move |slot: *mut bindings::miscdevice| {
-                let mut raw = opts.into_raw::<T>();
-                raw.mode = mode;
-                // SAFETY: The initializer may write to `slot`.
-                unsafe { slot.write(raw) };
-                // SAFETY: `slot` now holds a valid `struct miscdevice`; it is
-                // pinned and deregistered in `drop` before it is freed.
-                // INVARIANT: On success `inner` holds a registered device.
-                to_result(unsafe { bindings::misc_register(slot) })
-            }),
-            _t: PhantomData,
-        })
+        let init = move |slot: *mut Self| {
+            let mut raw = opts.into_raw::<T>();
+            // SAFETY: `slot` is valid for writes (the initialiser's
+            // contract); the projections create no reference.
+            let (inner, fops) = unsafe {
+                (
+                    Opaque::cast_into(&raw const (*slot).inner),
+                    Opaque::cast_into(&raw const (*slot).fops),
+                )
+            };
+            // SAFETY: `into_raw` points `fops` at the kernel crate's static
+            // file operations for `T`, a plain C structure that is copied
+            // bit for bit; `fops` is valid for writes.
+            unsafe {
+                fops.write(raw.fops.read());
+                (*fops).owner = module.as_ptr();
+            }
+            raw.fops = fops;
+            raw.mode = mode;
+            // SAFETY: `inner` is valid for writes.
+            unsafe { inner.write(raw) };
+            // SAFETY: `inner` holds a valid `struct miscdevice` whose file
+            // operations live as long as it does; it is pinned and
+            // deregistered in `drop` before it is freed.
+            // INVARIANT: On success `inner` holds a registered device using
+            // `fops`; on failure nothing is registered, and neither field
+            // needs dropping.
+            to_result(unsafe { bindings::misc_register(inner) })
+        };
+        // SAFETY: The closure initialises every field (`_t` has no data)
+        // before it returns `Ok`; on `Err` it has registered nothing, and
+        // the plain C structures it wrote need no cleanup. `slot` is pinned
+        // from the start, as `misc_register()` requires.
+        unsafe { pin_init::pin_init_from_closure(init) }
     }
 }
 

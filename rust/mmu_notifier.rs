@@ -36,11 +36,13 @@ use kernel::{
     error::from_err_ptr,
     mm::MmWithUser,
     prelude::*,
-    sync::rcu,
     types::Opaque, //
 };
 
-use crate::rcu_maple::TreeValue;
+use crate::{
+    compat::rcu,
+    rcu_maple::TreeValue, //
+};
 
 /// What a module keeps per address space, and its callbacks.
 pub(crate) trait MmNotifier: Send + Sync + Sized {

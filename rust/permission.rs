@@ -24,6 +24,7 @@
 //! still has users.  A target that has since exited or run `execve()` has
 //! none: the descriptor never reaches a later program image.
 
+use crate::compat::eopnotsupp;
 use core::{
     ptr::NonNull,
     sync::atomic::{
@@ -107,7 +108,7 @@ pub(crate) fn mm_of_procfd(fd: i32, access: Access) -> Result<ARef<MmWithUser>> 
     let mem = MEM_FOPS.load(Ordering::Acquire);
     let auxv = AUXV_FOPS.load(Ordering::Acquire);
     if mem == 0 || auxv == 0 {
-        return Err(EOPNOTSUPP);
+        return Err(eopnotsupp());
     }
     let fd = u32::try_from(fd).map_err(|_| EBADF)?;
     let file = LocalFile::fget(fd)?;

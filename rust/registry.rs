@@ -39,6 +39,7 @@
 //! `rust/lifecycle.rs`.
 
 use crate::{
+    compat::rcu,
     mmu_notifier::{
         MmNotifier,
         NotifierOps,
@@ -73,7 +74,6 @@ use kernel::{
     new_mutex,
     prelude::*,
     sync::{
-        rcu,
         Arc,
         Mutex, //
     },

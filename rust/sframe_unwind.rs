@@ -20,6 +20,7 @@ use kernel::{
 };
 
 mod call_site;
+mod compat;
 mod current_task;
 mod deferred_trace;
 mod exec_image;
@@ -106,7 +107,7 @@ struct SframeModule {
 }
 
 impl kernel::InPlaceModule for SframeModule {
-    fn init(_module: &'static ThisModule) -> impl PinInit<Self, Error> {
+    fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!(
             "sframe-unwind {}.{}.{} loaded\n",
             ioctl::MODULE_VERSION >> 16,
@@ -114,12 +115,12 @@ impl kernel::InPlaceModule for SframeModule {
             ioctl::MODULE_VERSION & 0xff
         );
         let limits = registry::Limits {
-            max_section_bytes: module_parameters::max_section_bytes.value(),
-            max_sections_per_mm: module_parameters::max_sections_per_mm.value(),
-            max_total_bytes: module_parameters::max_total_bytes.value(),
-            max_total_sections: module_parameters::max_total_sections.value(),
-            max_bytes_per_user: module_parameters::max_bytes_per_user.value(),
-            max_sections_per_user: module_parameters::max_sections_per_user.value(),
+            max_section_bytes: compat::param(&module_parameters::max_section_bytes),
+            max_sections_per_mm: compat::param(&module_parameters::max_sections_per_mm),
+            max_total_bytes: compat::param(&module_parameters::max_total_bytes),
+            max_total_sections: compat::param(&module_parameters::max_total_sections),
+            max_bytes_per_user: compat::param(&module_parameters::max_bytes_per_user),
+            max_sections_per_user: compat::param(&module_parameters::max_sections_per_user),
         };
         // Before the device: an ioctl may name another process at once.
         permission::init();
@@ -131,10 +132,11 @@ impl kernel::InPlaceModule for SframeModule {
             _device <- MiscDeviceWithMode::register(
                 MiscDeviceOptions { name: c"sframe" },
                 DEVICE_MODE,
+                module,
             ),
             // Last: the unwinder uses the registry from the first sample on.
             _hooks <- {
-                unwind::set_fp_only(module_parameters::unwind_fp_only.value() != 0);
+                unwind::set_fp_only(compat::param(&module_parameters::unwind_fp_only) != 0);
                 hooks::Hooks::new()
             },
         })

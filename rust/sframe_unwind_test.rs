@@ -18,6 +18,13 @@ mod uapi;
 
 // The unwinder's kernel-independent parts, and the perf callchain store.
 mod call_site;
+// What the kernel crate lacks before 7.3, for the hooks.
+#[allow(
+    dead_code,
+    unused_imports,
+    reason = "only the hooks' part is used here"
+)]
+mod compat;
 // Where an exec'd program keeps its SFrame section.
 #[expect(dead_code, reason = "the log's wording is not under test")]
 mod exec_image;
@@ -510,7 +517,7 @@ mod hook_tests {
             let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
             assert_eq!(hooks::current(), SFRAME_CTL_HOOK_SAMPLE);
             let both = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
-            assert_eq!(hooks::set(both, both), Err(EOPNOTSUPP));
+            assert_eq!(hooks::set(both, both), Err(crate::compat::eopnotsupp()));
             assert_eq!(hooks::set(SFRAME_CTL_HOOK_SAMPLE, 0), Ok(0));
             assert_eq!(
                 hooks::set(SFRAME_CTL_HOOK_SAMPLE, SFRAME_CTL_HOOK_SAMPLE),

@@ -59,6 +59,15 @@ unsigned int sframe_fail_nth(void);
 /* synchronize_rcu_tasks() is a macro without CONFIG_TASKS_RCU. */
 void sframe_synchronize_rcu_tasks(void);
 
+/* SRCU for a kernel crate without it (rust/compat.rs). */
+struct lock_class_key;
+struct srcu_struct;
+
+int sframe_init_srcu_struct(struct srcu_struct *ssp, const char *name,
+			    struct lock_class_key *key);
+int sframe_srcu_read_lock(struct srcu_struct *ssp);
+void sframe_srcu_read_unlock(struct srcu_struct *ssp, int idx);
+
 /* Other processes (rust/permission.rs). */
 struct file;
 
