@@ -171,6 +171,14 @@ pub(crate) struct Process {
 }
 
 impl Process {
+    /// Opens process `pid`; errors are the kernel's, for the caller to tell
+    /// a process that is gone from one we may not act on.
+    pub(crate) fn open(pid: i32) -> io::Result<Self> {
+        let mem = File::open(format!("/proc/{pid}/mem"))?;
+        let maps = maps::read(pid)?;
+        Ok(Self { pid, mem, maps })
+    }
+
     /// Registers every object whose first mapping `wanted` accepts (each
     /// object once).  Errors other than the module refusing one section
     /// end the walk: the process has gone, or the module cannot do it.
