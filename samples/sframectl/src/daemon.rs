@@ -23,6 +23,7 @@
 //! [`mmap_events`]: crate::mmap_events
 //! [`section_lru`]: crate::section_lru
 
+use crate::generator_thread::GeneratorThread;
 use crate::kernel;
 use crate::maps::Mapping;
 use crate::mmap_events::MmapEvents;
@@ -38,10 +39,12 @@ use anyhow::Context;
 use anyhow::Result;
 use sframe_audit::device::Device;
 use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::collections::HashSet;
 use std::collections::VecDeque;
 use std::fmt::Write as _;
 use std::io;
+use std::ops::Range;
 use std::os::fd::AsRawFd;
 use std::os::fd::FromRawFd;
 use std::os::fd::OwnedFd;
@@ -87,8 +90,10 @@ struct Counters {
     objects_registered: u64,
     objects_already: u64,
     objects_without: u64,
+    objects_deferred: u64,
     sections_registered: u64,
     sections_refused: u64,
+    sections_unmapped: u64,
     processes_gone: u64,
     processes_denied: u64,
     errors: u64,
@@ -159,6 +164,21 @@ fn cpu_ms() -> u64 {
     ms(ru.ru_utime) + ms(ru.ru_stime)
 }
 
+/// Whether every byte of `text` is mapped executable in process `pid` now.
+fn text_mapped(pid: i32, text: &Range<u64>) -> bool {
+    let Ok(maps) = crate::maps::read(pid) else {
+        return false;
+    };
+    let mut at = text.start;
+    while at < text.end {
+        match crate::maps::owner(&maps, at) {
+            Some(m) if m.perms.contains('x') => at = m.range.end,
+            _ => return false,
+        }
+    }
+    true
+}
+
 /// The start of the object that maps `addr` in `maps`: its mapping of
 /// file offset 0 (same file, the closest one below).
 fn object_start(maps: &[Mapping], addr: u64) -> Option<u64> {
@@ -187,6 +207,9 @@ struct Daemon {
     own_pid: i32,
     /// Processes whose vDSO is registered (it has no mmap record).
     vdso_done: HashSet<i32>,
+    /// The mmap times of processes waiting for a generated section, for
+    /// the delay once it is registered.
+    deferred: HashMap<i32, Vec<u64>>,
     rescan_pending: bool,
     last_scan: Instant,
     last_publish: Instant,
@@ -211,9 +234,10 @@ fn classify(err: io::Error) -> Miss {
 impl Daemon {
     /// Registers the objects of process `pid` that map `starts` (every
     /// object if `None`); the vDSO too the first time we see the process.
-    fn register(&mut self, pid: i32, starts: Option<&[u64]>) -> Result<(), Miss> {
+    /// Returns how many objects wait for a generated section.
+    fn register(&mut self, pid: i32, starts: Option<&[u64]>) -> Result<u64, Miss> {
         if pid == self.own_pid {
-            return Ok(());
+            return Ok(0);
         }
         let process = Process::open(pid).map_err(classify)?;
         let vdso = !self.vdso_done.contains(&pid);
@@ -243,7 +267,12 @@ impl Daemon {
                     );
                 }
             }
-            Report::Refused(name, err) => {
+            // The text is no longer mapped executable (dlclose(), exit):
+            // the module said so, nothing went wrong.
+            Report::Refused(_, text, _) if !text_mapped(pid, text) => {
+                counters.sections_unmapped += 1;
+            }
+            Report::Refused(name, _, err) => {
                 counters.sections_refused += 1;
                 if counters.sections_refused <= MAX_REFUSED_LOGGED {
                     eprintln!(
@@ -274,7 +303,8 @@ impl Daemon {
         self.counters.objects_registered += tally.registered;
         self.counters.objects_already += tally.already;
         self.counters.objects_without += tally.without.len() as u64;
-        Ok(())
+        self.counters.objects_deferred += tally.later;
+        Ok(tally.later)
     }
 
     fn count_miss(&mut self, pid: i32, miss: Miss) {
@@ -331,6 +361,7 @@ impl Daemon {
                 Record::Exit { pid } => {
                     self.counters.exit_records += 1;
                     self.vdso_done.remove(&pid);
+                    self.deferred.remove(&pid);
                 }
                 Record::Lost { count } => {
                     self.counters.lost_events += 1;
@@ -344,14 +375,39 @@ impl Daemon {
                 continue;
             }
             let addrs: Vec<u64> = events.iter().map(|&(a, _)| a).collect();
+            let times = events.iter().map(|&(_, t)| t);
             match self.register(pid, Some(&addrs)) {
-                Ok(()) => {
+                Ok(0) => {
                     let now = monotonic_ns();
-                    for (_, time) in events {
+                    for time in times {
                         self.latency.add(now.saturating_sub(time));
                     }
                 }
+                Ok(_) => self.deferred.entry(pid).or_default().extend(times),
                 Err(miss) => self.count_miss(pid, miss),
+            }
+        }
+    }
+
+    /// Registers the objects whose generated sections are now ready.
+    fn generated(&mut self) {
+        let mut waiting: BTreeMap<i32, Vec<u64>> = BTreeMap::new();
+        for (pid, start) in self.sections.collect() {
+            waiting.entry(pid).or_default().push(start);
+        }
+        for (pid, starts) in waiting {
+            match self.register(pid, Some(&starts)) {
+                Ok(0) => {
+                    let now = monotonic_ns();
+                    for time in self.deferred.remove(&pid).unwrap_or_default() {
+                        self.latency.add(now.saturating_sub(time));
+                    }
+                }
+                Ok(_) => {}
+                Err(miss) => {
+                    self.deferred.remove(&pid);
+                    self.count_miss(pid, miss);
+                }
             }
         }
     }
@@ -377,8 +433,10 @@ impl Daemon {
         line("objects registered", c.objects_registered);
         line("objects already registered", c.objects_already);
         line("objects without sframe", c.objects_without);
+        line("objects waiting for generation", c.objects_deferred);
         line("sections registered", c.sections_registered);
         line("sections refused", c.sections_refused);
+        line("sections unmapped meanwhile", c.sections_unmapped);
         line("processes gone", c.processes_gone);
         line("processes denied", c.processes_denied);
         line("errors", c.errors);
@@ -387,6 +445,7 @@ impl Daemon {
         line("generated cache evictions", l.evictions);
         line("generated cache entries", l.entries);
         line("generated cache bytes", l.bytes);
+        line("generation refused", l.failed);
         line("registration delays", self.latency.count);
         line(
             "registration delay median us",
@@ -508,6 +567,7 @@ impl Epoll {
 }
 
 const SIGNAL_TOKEN: u64 = u64::MAX;
+const GENERATED_TOKEN: u64 = u64::MAX - 1;
 
 pub(crate) fn run(opts: Options) -> Result<()> {
     if !opts.ring_pages.is_power_of_two() {
@@ -537,15 +597,25 @@ pub(crate) fn run(opts: Options) -> Result<()> {
         cache: true,
     };
     let cap = opts.cache_mb.saturating_mul(1 << 20);
+    // After the signals are blocked: the thread inherits the mask.
+    let generator = if opts.synth {
+        let thread = GeneratorThread::spawn(DiskSections::new(fallback))
+            .context("cannot start the generator thread")?;
+        epoll.add(thread.wake_fd(), GENERATED_TOKEN)?;
+        Some(thread)
+    } else {
+        None
+    };
     let now = Instant::now();
     let mut d = Daemon {
         dev,
-        sections: SectionLru::new(cap, DiskSections::new(fallback)),
+        sections: SectionLru::new(cap, generator),
         counters: Counters::default(),
         latency: Latency::default(),
         verbose: opts.verbose,
         own_pid: std::process::id() as i32,
         vdso_done: HashSet::new(),
+        deferred: HashMap::new(),
         rescan_pending: false,
         last_scan: now,
         last_publish: now,
@@ -596,6 +666,10 @@ pub(crate) fn run(opts: Options) -> Result<()> {
                 return Ok(());
             }
         }
+        if ready.contains(&GENERATED_TOKEN) {
+            d.generated();
+            dirty = true;
+        }
         records.clear();
         events.drain(&mut records);
         if !records.is_empty() {
@@ -637,6 +711,16 @@ mod tests {
         assert_eq!(object_start(&m, 0x4000), Some(0x3000));
         assert_eq!(object_start(&m, 0x5800), None, "anonymous");
         assert_eq!(object_start(&m, 0x9000), None, "unmapped");
+    }
+
+    #[test]
+    fn text_mapped_now() {
+        let pid = std::process::id() as i32;
+        let here = text_mapped_now as *const () as u64;
+        assert!(text_mapped(pid, &(here..here + 16)));
+        let data = &pid as *const i32 as u64;
+        assert!(!text_mapped(pid, &(data..data + 4)), "the stack");
+        assert!(!text_mapped(pid, &(0x1000..0x2000)), "unmapped");
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod daemon;
 mod derive_pcrel;
 mod dump;
 mod elf;
+mod generator_thread;
 mod kernel;
 mod list;
 mod maps;

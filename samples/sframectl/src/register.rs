@@ -50,6 +50,8 @@ pub(crate) enum Outcome {
     Registered,
     AlreadyRegistered,
     NoSframe,
+    /// Its section is being generated.
+    Later,
 }
 
 /// What to do for objects without `.sframe`.
@@ -61,17 +63,33 @@ pub(crate) struct Fallback {
     pub(crate) cache: bool,
 }
 
+/// One object of a process, for [`Sections`].
+pub(crate) struct Object<'a> {
+    pub(crate) pid: i32,
+    /// The process's memory.
+    pub(crate) mem: &'a File,
+    /// Where the object's ELF header is mapped.
+    pub(crate) start: u64,
+    /// The file it is mapped from (`/proc/PID/map_files/...`).
+    pub(crate) link: Option<&'a CStr>,
+}
+
+/// A generated section, or why there is none (yet).
+pub(crate) enum Obtained {
+    /// Generation is off.
+    Off,
+    Ready(Generated),
+    Failed(String),
+    /// Being generated: the caller registers the object again later.
+    Later,
+}
+
 /// Where generated sections come from: `register --pid` asks the on-disk
-/// cache each time, the daemon keeps them in memory too (`section_lru`).
+/// cache each time, the daemon keeps them in memory too (`section_lru`)
+/// and generates beside its main loop.
 pub(crate) trait Sections {
-    /// The generated section of the object `layout` describes, mapped in
-    /// `mem` from the file `link` names; `None`: generation is off.
-    fn obtain(
-        &mut self,
-        mem: &File,
-        layout: &Layout,
-        link: Option<&CStr>,
-    ) -> Option<Result<Generated, GenerateError>>;
+    /// The generated section of `object`, whose layout is `layout`.
+    fn obtain(&mut self, object: &Object<'_>, layout: &Layout) -> Obtained;
 }
 
 /// Generated sections through the on-disk cache only (or none at all).
@@ -104,9 +122,11 @@ impl DiskSections {
     }
 }
 
-impl Sections for DiskSections {
-    fn obtain(
-        &mut self,
+impl DiskSections {
+    /// The section from the cache, or generated (and stored); `None`:
+    /// generation is off.
+    pub(crate) fn generate(
+        &self,
         mem: &File,
         layout: &Layout,
         link: Option<&CStr>,
@@ -116,18 +136,30 @@ impl Sections for DiskSections {
     }
 }
 
+impl Sections for DiskSections {
+    fn obtain(&mut self, object: &Object<'_>, layout: &Layout) -> Obtained {
+        match self.generate(object.mem, layout, object.link) {
+            None => Obtained::Off,
+            Some(Ok(gen)) => Obtained::Ready(gen),
+            Some(Err(err)) => Obtained::Failed(err.to_string()),
+        }
+    }
+}
+
 /// What happened to one object, for the caller to print or count.
 pub(crate) enum Report<'a> {
     /// A text range registered, with its handle.
     Registered(&'a str, &'a Range<u64>, u64),
     /// A text range the process already had registered.
     Already(&'a str, &'a Range<u64>),
-    /// The module refused the section.
-    Refused(&'a str, io::Error),
+    /// The module refused the section for this text range.
+    Refused(&'a str, &'a Range<u64>, io::Error),
     /// A section generated (or found in a cache) for an object without one.
     Generated(&'a str, &'a Generated),
     /// An object without `.sframe` for which none was generated.
-    NotGenerated(&'a str, GenerateError),
+    NotGenerated(&'a str, String),
+    /// An object whose section is being generated.
+    Later(&'a str),
     /// An object that was not looked at, and why.
     Skipped(&'a str, String),
 }
@@ -144,12 +176,13 @@ fn print_report(report: Report<'_>) {
             "already registered {name}: text {:#x}-{:#x}",
             text.start, text.end
         ),
-        Report::Refused(name, err) => {
+        Report::Refused(name, _, err) => {
             eprintln!("sframectl: {name}: the module refused its SFrame section (see dmesg): {err}")
         }
         Report::Generated(name, gen) => println!("{name}: no .sframe: {gen} from .eh_frame"),
         Report::NotGenerated(name, err) => println!("{name}: no .sframe, none generated: {err}"),
         Report::Skipped(name, why) => eprintln!("sframectl: {name}: skipped: {why}"),
+        Report::Later(name) => println!("{name}: no .sframe: being generated"),
     }
 }
 
@@ -160,6 +193,8 @@ pub(crate) struct Tally {
     pub(crate) already: u64,
     /// The objects without `.sframe` and without a generated section.
     pub(crate) without: Vec<String>,
+    /// The objects whose section is being generated.
+    pub(crate) later: u64,
 }
 
 /// One process to register objects for: its `/proc/PID/mem`, opened once
@@ -201,6 +236,7 @@ impl Process {
                 Some(Outcome::Registered) => tally.registered += 1,
                 Some(Outcome::AlreadyRegistered) => tally.already += 1,
                 Some(Outcome::NoSframe) => tally.without.push(mapping.path.clone()),
+                Some(Outcome::Later) => tally.later += 1,
                 None => {}
             }
         }
@@ -221,6 +257,7 @@ pub(crate) fn register(pid: i32, fallback: Fallback) -> Result<()> {
         registered,
         already,
         without,
+        ..
     } = tally;
     if !without.is_empty() {
         println!(
@@ -291,15 +328,25 @@ fn register_object(
                 mapping.range.start, mapping.range.end
             ))
             .ok();
-            match sections.obtain(mem, &layout, link.as_deref()) {
-                None => return Ok(Some(Outcome::NoSframe)),
-                Some(Ok(gen)) => {
+            let object = Object {
+                pid,
+                mem,
+                start: mapping.range.start,
+                link: link.as_deref(),
+            };
+            match sections.obtain(&object, &layout) {
+                Obtained::Off => return Ok(Some(Outcome::NoSframe)),
+                Obtained::Ready(gen) => {
                     report(Report::Generated(name, &gen));
                     (gen.section, layout.bias.wrapping_add(gen.base))
                 }
-                Some(Err(err)) => {
+                Obtained::Failed(err) => {
                     report(Report::NotGenerated(name, err));
                     return Ok(Some(Outcome::NoSframe));
+                }
+                Obtained::Later => {
+                    report(Report::Later(name));
+                    return Ok(Some(Outcome::Later));
                 }
             }
         }
@@ -316,7 +363,7 @@ fn register_object(
                 report(Report::Already(name, text));
             }
             Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
-                report(Report::Refused(name, err));
+                report(Report::Refused(name, text, err));
             }
             Err(err) => return Err(err),
         }
