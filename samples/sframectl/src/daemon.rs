@@ -320,13 +320,11 @@ impl Daemon {
 
     /// Registers every object of every process.
     fn scan_all(&mut self) {
-        let pids: Vec<i32> = match std::fs::read_dir("/proc") {
-            Ok(dir) => dir
-                .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
-                .collect(),
+        let pids = match crate::list::all_pids() {
+            Ok(pids) => pids,
             Err(err) => {
                 self.counters.errors += 1;
-                eprintln!("sframectl daemon: cannot list /proc: {err}");
+                eprintln!("sframectl daemon: {err:#}");
                 return;
             }
         };
