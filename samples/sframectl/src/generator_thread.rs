@@ -11,6 +11,7 @@
 //! `eventfd`.
 
 use crate::register::DiskSections;
+use sframe_audit::generated::GenerateError;
 use sframe_audit::generated::Generated;
 use sframe_audit::image::Layout;
 use std::ffi::CString;
@@ -20,6 +21,7 @@ use std::os::fd::AsRawFd;
 use std::os::fd::FromRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
+use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
 
@@ -27,6 +29,8 @@ use std::sync::Arc;
 pub(crate) struct Job {
     /// Its name in the in-memory cache.
     pub(crate) key: String,
+    /// The process whose memory `mem` is.
+    pub(crate) pid: i32,
     /// The memory of a process that maps it.
     pub(crate) mem: File,
     pub(crate) layout: Layout,
@@ -70,9 +74,11 @@ impl GeneratorThread {
                 for job in job_rx {
                     let result = match disk.generate(&job.mem, &job.layout, job.link.as_deref()) {
                         Some(Ok(gen)) => Ok(gen),
+                        // A read error says nothing about the object when
+                        // the process has gone; while it lives, it does.
                         Some(Err(err)) => {
-                            let gone =
-                                matches!(&err, sframe_audit::generated::GenerateError::Read(_));
+                            let read = matches!(&err, GenerateError::Read(_));
+                            let gone = read && !Path::new(&format!("/proc/{}", job.pid)).exists();
                             Err((err.to_string(), gone))
                         }
                         None => Err(("generation is off".into(), false)),

@@ -190,6 +190,7 @@ impl Sections for SectionLru {
         }
         self.stats.misses += 1;
         let job = object.mem.try_clone().map(|mem| Job {
+            pid: object.pid,
             key: key.clone(),
             mem,
             layout: layout.clone(),
