@@ -626,11 +626,12 @@ pub(crate) fn run(opts: Options) -> Result<()> {
     );
     d.scan_all();
     eprintln!(
-        "sframectl daemon: {} processes scanned: {} objects registered, {} already, {} without .sframe; following new mappings",
+        "sframectl daemon: {} processes scanned: {} objects registered, {} already, {} without .sframe, {} waiting for generation; following new mappings",
         d.counters.processes_scanned,
         d.counters.objects_registered,
         d.counters.objects_already,
-        d.counters.objects_without
+        d.counters.objects_without,
+        d.counters.objects_deferred
     );
     let publish = |d: &Daemon| {
         if let Err(err) = lock.publish(&d.render()) {
