@@ -15,7 +15,7 @@ CTL=$SFRAME_SRC/target/release/sframectl
 D=$SFRAME_OUT/daemon
 SECS=${SFRAME_DAEMON_SECONDS:-2}
 # The storm is 2,000 processes: under TCG, with perf record -a and
-# the daemon, one `sh -c true` took about 0.3 s on a loaded host, so make
+# the daemon, one `sh -c true` took about 0.38 s on a loaded host, so make
 # test runs 300 and make stress 2,000.
 STORM=${SFRAME_DAEMON_STORM:-300}
 [ "${SFRAME_STRESS:-0}" = 1 ] && STORM=2000
@@ -160,15 +160,22 @@ storm() {
 		i=$((i + 1))
 	done
 }
-# The module's counters of live registrations: they come back once the
-# storm's processes are gone.  Read with the daemon stopped (SIGSTOP), so
-# that it does not register the reading sframectl itself meanwhile.
+# The module's counters of the section copies it holds (shared by every
+# process that registered the same bytes): they come back once the storm's
+# processes are gone.  Not the count of processes with registrations: this
+# shell's own forks inherit its registrations for a moment.  Read with the
+# daemon stopped (SIGSTOP), so that it does not register the reading
+# sframectl itself meanwhile.
 live() {
 	[ -z "$DPID" ] || kill -STOP "$DPID" 2>/dev/null
-	"$CTL" status | awk -F': ' '$1 == "processes" || $1 == "copies" { printf "%s ", $2 }'
+	"$CTL" status | awk -F': ' '$1 == "copies" || $1 == "bytes" { printf "%s %s, ", $1, $2 }'
 	[ -z "$DPID" ] || kill -CONT "$DPID" 2>/dev/null
 }
-back_to_before() { [ "$(live)" = "$before" ]; }
+back_to_before() {
+	local now
+	now=$(live)
+	[ "$now" = "$before" ] || { echo "now: $now"; return 1; }
+}
 before=$(live)
 t0=$SECONDS
 check "exec storm: $STORM processes under perf record -a -g" \
@@ -176,7 +183,7 @@ check "exec storm: $STORM processes under perf record -a -g" \
 storm_s=$((SECONDS - t0))
 rm -f /tmp/storm.data
 check "the daemon survived the storm" kill -0 "$DPID"
-check "module counters back to their values (processes, copies: $before)" wait_for 20 back_to_before
+check "module counters back to their values ($before)" wait_for 20 back_to_before
 kill -USR1 "$DPID"
 sleep 1
 storm_figures() {
@@ -288,7 +295,7 @@ killed_mid_storm() {
 	"$CTL" status | grep -qx 'daemon: not running'
 }
 check "daemon SIGKILLed mid-storm: status says not running" killed_mid_storm
-check "... module counters back to their values (processes, copies: $before)" wait_for 20 back_to_before
+check "... module counters back to their values ($before)" wait_for 20 back_to_before
 kill "$early"
 wait "$early" 2>/dev/null
 if on_test_kernel; then
