@@ -208,10 +208,15 @@ check "status: not running after SIGTERM (stale lock file)" \
 # Overload: one page of ring buffer per CPU, and bursts of parallel
 # execs, lose records; the daemon counts them and scans every process again.
 burst_storm() {
-	local i
+	local i pids
 	for i in $(seq 8); do
-		for _ in 1 2 3 4 5 6 7 8 9 10; do sh -c true & done
-		wait
+		pids=()
+		for _ in 1 2 3 4 5 6 7 8 9 10; do
+			sh -c true &
+			pids+=($!)
+		done
+		# Not a bare wait: the daemon is a child of this shell too.
+		wait "${pids[@]}"
 	done
 }
 lost_then_rescan() {
