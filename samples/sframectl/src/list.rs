@@ -48,7 +48,8 @@ pub(crate) fn run(pid: Option<i32>) -> Result<()> {
     Ok(())
 }
 
-fn all_pids() -> Result<Vec<i32>> {
+/// Every process in `/proc`, in pid order.
+pub(crate) fn all_pids() -> Result<Vec<i32>> {
     let mut pids: Vec<i32> = std::fs::read_dir("/proc")?
         .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
         .collect();

@@ -7,16 +7,21 @@
 
 mod check;
 mod coverage;
+mod daemon;
 mod derive_pcrel;
 mod dump;
 mod elf;
+mod generator_thread;
 mod kernel;
 mod list;
 mod maps;
+mod mmap_events;
 mod names;
 mod register;
 mod run;
+mod run_dir;
 mod section;
+mod section_lru;
 mod status;
 mod synth;
 
@@ -105,6 +110,28 @@ enum Command {
         #[arg(long)]
         no_cache: bool,
     },
+    /// Register every process, and follow new executable mappings
+    /// system-wide, so that `perf record -a -g` needs no wrapper (runs in
+    /// the foreground, logs to stderr; needs root, or CAP_PERFMON and
+    /// CAP_SYS_PTRACE).
+    Daemon {
+        /// Memory for generated sections held for reuse, in MiB.
+        #[arg(long, value_name = "MIB", default_value = "64")]
+        cache_mb: u64,
+        /// Ring-buffer pages per CPU (a power of two).
+        #[arg(long, value_name = "PAGES", default_value = "128")]
+        ring_pages: usize,
+        /// Directory for the lock and the state file (default:
+        /// $SFRAME_RUN_DIR, else /run/sframe-unwind).
+        #[arg(long, value_name = "DIR")]
+        run_dir: Option<PathBuf>,
+        /// Register only objects with their own .sframe.
+        #[arg(long)]
+        no_synth: bool,
+        /// Log every section registered.
+        #[arg(short, long)]
+        verbose: bool,
+    },
     /// Remove every registration of a process.
     Unregister {
         /// The process.
@@ -145,6 +172,19 @@ fn run(command: Command) -> Result<()> {
                 cache: !no_cache,
             },
         ),
+        Command::Daemon {
+            cache_mb,
+            ring_pages,
+            run_dir,
+            no_synth,
+            verbose,
+        } => daemon::run(daemon::Options {
+            cache_mb,
+            ring_pages,
+            run_dir: run_dir.unwrap_or_else(run_dir::default_dir),
+            synth: !no_synth,
+            verbose,
+        }),
         Command::Unregister { pid } => register::unregister(pid),
         Command::Run {
             audit_lib,

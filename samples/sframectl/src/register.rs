@@ -20,7 +20,6 @@ use crate::kernel;
 use crate::maps;
 use crate::maps::Mapping;
 use anyhow::bail;
-use anyhow::Context;
 use anyhow::Result;
 use sframe_audit::cache::Cache;
 use sframe_audit::cache::CacheDir;
@@ -28,12 +27,17 @@ use sframe_audit::device::Device;
 use sframe_audit::device::Registration;
 use sframe_audit::device::Unregister;
 use sframe_audit::generated;
+use sframe_audit::generated::GenerateError;
+use sframe_audit::generated::Generated;
 use sframe_audit::image::ImageError;
 use sframe_audit::image::Layout;
 use sframe_audit::image::Memory;
 use std::collections::HashSet;
+use std::ffi::CStr;
 use std::ffi::CString;
 use std::fs::File;
+use std::io;
+use std::ops::Range;
 use std::os::fd::AsFd;
 
 /// SFrame sections larger than this are not read (the module's default
@@ -42,10 +46,12 @@ const MAX_SECTION: u64 = 256 << 20;
 
 /// What became of one object.
 #[derive(Debug, PartialEq, Eq)]
-enum Outcome {
+pub(crate) enum Outcome {
     Registered,
     AlreadyRegistered,
     NoSframe,
+    /// Its section is being generated.
+    Later,
 }
 
 /// What to do for objects without `.sframe`.
@@ -57,39 +63,202 @@ pub(crate) struct Fallback {
     pub(crate) cache: bool,
 }
 
+/// One object of a process, for [`Sections`].
+pub(crate) struct Object<'a> {
+    pub(crate) pid: i32,
+    /// The process's memory.
+    pub(crate) mem: &'a File,
+    /// Where the object's ELF header is mapped.
+    pub(crate) start: u64,
+    /// The file it is mapped from (`/proc/PID/map_files/...`).
+    pub(crate) link: Option<&'a CStr>,
+}
+
+/// A generated section, or why there is none (yet).
+pub(crate) enum Obtained {
+    /// Generation is off.
+    Off,
+    Ready(Generated),
+    Failed(String),
+    /// Being generated: the caller registers the object again later.
+    Later,
+}
+
+/// Where generated sections come from: `register --pid` asks the on-disk
+/// cache each time, the daemon keeps them in memory too (`section_lru`)
+/// and generates beside its main loop.
+pub(crate) trait Sections {
+    /// The generated section of `object`, whose layout is `layout`.
+    fn obtain(&mut self, object: &Object<'_>, layout: &Layout) -> Obtained;
+}
+
+/// Generated sections through the on-disk cache only (or none at all).
+pub(crate) struct DiskSections {
+    synth: bool,
+    cache: Option<Cache>,
+}
+
+impl DiskSections {
+    /// The user's cache, created if missing, unless `fallback` says not to.
+    pub(crate) fn new(fallback: Fallback) -> Self {
+        let cache = if fallback.synth && fallback.cache {
+            CacheDir::from_env().and_then(|dir| match dir.create_and_open() {
+                Ok(cache) => Some(cache),
+                Err(err) => {
+                    eprintln!(
+                        "sframectl: cache {}: {err}: generating without it",
+                        dir.path().display()
+                    );
+                    None
+                }
+            })
+        } else {
+            None
+        };
+        Self {
+            synth: fallback.synth,
+            cache,
+        }
+    }
+}
+
+impl DiskSections {
+    /// The section from the cache, or generated (and stored); `None`:
+    /// generation is off.
+    pub(crate) fn generate(
+        &self,
+        mem: &File,
+        layout: &Layout,
+        link: Option<&CStr>,
+    ) -> Option<Result<Generated, GenerateError>> {
+        self.synth
+            .then(|| generated::obtain(mem, layout, link, self.cache.as_ref()))
+    }
+}
+
+impl Sections for DiskSections {
+    fn obtain(&mut self, object: &Object<'_>, layout: &Layout) -> Obtained {
+        match self.generate(object.mem, layout, object.link) {
+            None => Obtained::Off,
+            Some(Ok(gen)) => Obtained::Ready(gen),
+            Some(Err(err)) => Obtained::Failed(err.to_string()),
+        }
+    }
+}
+
+/// What happened to one object, for the caller to print or count.
+pub(crate) enum Report<'a> {
+    /// A text range registered, with its handle.
+    Registered(&'a str, &'a Range<u64>, u64),
+    /// A text range the process already had registered.
+    Already(&'a str, &'a Range<u64>),
+    /// The module refused the section for this text range.
+    Refused(&'a str, &'a Range<u64>, io::Error),
+    /// A section generated (or found in a cache) for an object without one.
+    Generated(&'a str, &'a Generated),
+    /// An object without `.sframe` for which none was generated.
+    NotGenerated(&'a str, String),
+    /// An object whose section is being generated.
+    Later(&'a str),
+    /// An object that was not looked at, and why.
+    Skipped(&'a str, String),
+}
+
+/// How `register --pid` reports: one line per object, as before the
+/// daemon existed.
+fn print_report(report: Report<'_>) {
+    match report {
+        Report::Registered(name, text, handle) => println!(
+            "registered {name}: text {:#x}-{:#x}, handle {handle}",
+            text.start, text.end
+        ),
+        Report::Already(name, text) => println!(
+            "already registered {name}: text {:#x}-{:#x}",
+            text.start, text.end
+        ),
+        Report::Refused(name, _, err) => {
+            eprintln!("sframectl: {name}: the module refused its SFrame section (see dmesg): {err}")
+        }
+        Report::Generated(name, gen) => println!("{name}: no .sframe: {gen} from .eh_frame"),
+        Report::NotGenerated(name, err) => println!("{name}: no .sframe, none generated: {err}"),
+        Report::Skipped(name, why) => eprintln!("sframectl: {name}: skipped: {why}"),
+        Report::Later(name) => println!("{name}: no .sframe: being generated"),
+    }
+}
+
+/// What became of the objects of one process.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) registered: u64,
+    pub(crate) already: u64,
+    /// The objects without `.sframe` and without a generated section.
+    pub(crate) without: Vec<String>,
+    /// The objects whose section is being generated.
+    pub(crate) later: u64,
+}
+
+/// One process to register objects for: its `/proc/PID/mem`, opened once
+/// (where the kernel checked that we may ptrace it), and its maps.
+pub(crate) struct Process {
+    pub(crate) pid: i32,
+    pub(crate) mem: File,
+    pub(crate) maps: Vec<Mapping>,
+}
+
+impl Process {
+    /// Opens process `pid`; errors are the kernel's, for the caller to tell
+    /// a process that is gone from one we may not act on.
+    pub(crate) fn open(pid: i32) -> io::Result<Self> {
+        let mem = File::open(format!("/proc/{pid}/mem"))?;
+        let maps = maps::read(pid)?;
+        Ok(Self { pid, mem, maps })
+    }
+
+    /// Registers every object whose first mapping `wanted` accepts (each
+    /// object once).  Errors other than the module refusing one section
+    /// end the walk: the process has gone, or the module cannot do it.
+    pub(crate) fn register(
+        &self,
+        dev: &Device,
+        sections: &mut dyn Sections,
+        wanted: &mut dyn FnMut(&Mapping) -> bool,
+        report: &mut dyn FnMut(Report<'_>),
+    ) -> io::Result<Tally> {
+        let mut tally = Tally::default();
+        let mut seen = HashSet::new();
+        for mapping in self.maps.iter().filter(|m| m.maps_file_start()) {
+            if !seen.insert((mapping.inode, mapping.path.as_str(), mapping.range.start))
+                || !wanted(mapping)
+            {
+                continue;
+            }
+            match register_object(dev, self, mapping, sections, report)? {
+                Some(Outcome::Registered) => tally.registered += 1,
+                Some(Outcome::AlreadyRegistered) => tally.already += 1,
+                Some(Outcome::NoSframe) => tally.without.push(mapping.path.clone()),
+                Some(Outcome::Later) => tally.later += 1,
+                None => {}
+            }
+        }
+        Ok(tally)
+    }
+}
+
 pub(crate) fn register(pid: i32, fallback: Fallback) -> Result<()> {
     let dev = kernel::open()?;
     let mem = kernel::open_proc(pid, "mem", "register")?;
     let maps = maps::read(pid).map_err(|err| kernel::explain(err, "register", Some(pid)))?;
-    let cache = if fallback.synth && fallback.cache {
-        CacheDir::from_env().and_then(|dir| match dir.create_and_open() {
-            Ok(cache) => Some(cache),
-            Err(err) => {
-                eprintln!(
-                    "sframectl: cache {}: {err}: generating without it",
-                    dir.path().display()
-                );
-                None
-            }
-        })
-    } else {
-        None
-    };
-    let generate = fallback.synth.then_some(cache.as_ref());
-    let (mut registered, mut already, mut without) = (0, 0, Vec::new());
-    let mut seen = HashSet::new();
-    for mapping in maps.iter().filter(|m| m.maps_file_start()) {
-        if !seen.insert((mapping.inode, mapping.path.as_str(), mapping.range.start)) {
-            continue;
-        }
-        match register_object(&dev, pid, &mem, mapping, generate) {
-            Ok(Some(Outcome::Registered)) => registered += 1,
-            Ok(Some(Outcome::AlreadyRegistered)) => already += 1,
-            Ok(Some(Outcome::NoSframe)) => without.push(mapping.path.as_str()),
-            Ok(None) => {}
-            Err(err) => return Err(err),
-        }
-    }
+    let process = Process { pid, mem, maps };
+    let mut sections = DiskSections::new(fallback);
+    let tally = process
+        .register(&dev, &mut sections, &mut |_| true, &mut print_report)
+        .map_err(|err| kernel::explain(err, "register", Some(pid)))?;
+    let Tally {
+        registered,
+        already,
+        without,
+        ..
+    } = tally;
     if !without.is_empty() {
         println!(
             "without .sframe (not unwound by SFrame): {}",
@@ -107,44 +276,50 @@ pub(crate) fn register(pid: i32, fallback: Fallback) -> Result<()> {
 }
 
 /// Registers the object whose first mapping is `mapping`.  `Ok(None)`: not
-/// an ELF object (a data file, a font), nothing to say.  `generate`: an
-/// object without `.sframe` gets a generated section, through the cache
-/// if one is given.
+/// an ELF object (a data file, a font), nothing to say.  An object without
+/// `.sframe` gets a generated section from `sections`, if it gives one.
 fn register_object(
     dev: &Device,
-    pid: i32,
-    mem: &File,
+    process: &Process,
     mapping: &Mapping,
-    generate: Option<Option<&Cache>>,
-) -> Result<Option<Outcome>> {
+    sections: &mut dyn Sections,
+    report: &mut dyn FnMut(Report<'_>),
+) -> io::Result<Option<Outcome>> {
+    let (pid, mem) = (process.pid, &process.mem);
     let name = mapping.path.as_str();
     let layout = match Layout::read_at_header(mem, mapping.range.start) {
         Ok(layout) => layout,
         Err(ImageError::NotElf | ImageError::Foreign) => return Ok(None),
         Err(ImageError::Read(err)) if err.raw_os_error() == Some(libc::EIO) => return Ok(None),
         Err(err) => {
-            eprintln!("sframectl: {name}: skipped: {err}");
+            report(Report::Skipped(name, err.to_string()));
             return Ok(None);
         }
     };
-    let (bytes, sframe_addr) = match (layout.sframe.clone(), generate) {
-        (Some(sframe), _) => {
+    let (bytes, sframe_addr) = match layout.sframe.clone() {
+        Some(sframe) => {
             let len = sframe.end - sframe.start;
             if len > MAX_SECTION {
-                eprintln!("sframectl: {name}: skipped: SFrame section of {len} bytes");
+                report(Report::Skipped(
+                    name,
+                    format!("SFrame section of {len} bytes"),
+                ));
                 return Ok(None);
             }
             let mut bytes = vec![0u8; len as usize];
-            mem.read(sframe.start, &mut bytes).with_context(|| {
-                format!(
-                    "{name}: cannot read its SFrame section at {:#x}",
-                    sframe.start
-                )
-            })?;
+            if let Err(err) = mem.read(sframe.start, &mut bytes) {
+                report(Report::Skipped(
+                    name,
+                    format!(
+                        "cannot read its SFrame section at {:#x}: {err}",
+                        sframe.start
+                    ),
+                ));
+                return Ok(None);
+            }
             (bytes, sframe.start)
         }
-        (None, None) => return Ok(Some(Outcome::NoSframe)),
-        (None, Some(cache)) => {
+        None => {
             // Named in the cache by build-id, else by the file it maps
             // (the link in map_files is the mapped file itself, whatever
             // its path says now).
@@ -153,14 +328,25 @@ fn register_object(
                 mapping.range.start, mapping.range.end
             ))
             .ok();
-            match generated::obtain(mem, &layout, link.as_deref(), cache) {
-                Ok(gen) => {
-                    println!("{name}: no .sframe: {gen} from .eh_frame");
+            let object = Object {
+                pid,
+                mem,
+                start: mapping.range.start,
+                link: link.as_deref(),
+            };
+            match sections.obtain(&object, &layout) {
+                Obtained::Off => return Ok(Some(Outcome::NoSframe)),
+                Obtained::Ready(gen) => {
+                    report(Report::Generated(name, &gen));
                     (gen.section, layout.bias.wrapping_add(gen.base))
                 }
-                Err(err) => {
-                    println!("{name}: no .sframe, none generated: {err}");
+                Obtained::Failed(err) => {
+                    report(Report::NotGenerated(name, err));
                     return Ok(Some(Outcome::NoSframe));
+                }
+                Obtained::Later => {
+                    report(Report::Later(name));
+                    return Ok(Some(Outcome::Later));
                 }
             }
         }
@@ -170,24 +356,16 @@ fn register_object(
         let reg = Registration::from_slice(&bytes, sframe_addr, text.clone());
         match dev.register(&reg, Some(mem.as_fd())) {
             Ok(handle) => {
-                println!(
-                    "registered {name}: text {:#x}-{:#x}, handle {handle}",
-                    text.start, text.end
-                );
+                report(Report::Registered(name, text, handle));
                 outcome = Outcome::Registered;
             }
             Err(err) if err.raw_os_error() == Some(libc::EEXIST) => {
-                println!(
-                    "already registered {name}: text {:#x}-{:#x}",
-                    text.start, text.end
-                );
+                report(Report::Already(name, text));
             }
             Err(err) if err.raw_os_error() == Some(libc::EINVAL) => {
-                eprintln!(
-                    "sframectl: {name}: the module refused its SFrame section (see dmesg): {err}"
-                );
+                report(Report::Refused(name, text, err));
             }
-            Err(err) => return Err(kernel::explain(err, "register", Some(pid))),
+            Err(err) => return Err(err),
         }
     }
     Ok(Some(outcome))

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `sframectl status`: is the module loaded, which ABI it speaks, and its
-//! counters, one `name: value` per line (easy to read and to grep).
+//! counters, one `name: value` per line (easy to read and to grep); then
+//! whether `sframectl daemon` runs, and its own counters (`daemon ...`).
 
 use crate::kernel;
+use crate::run_dir;
+use crate::run_dir::Daemon;
 use anyhow::bail;
 use anyhow::Result;
 use sframe_uapi::SframeStats;
@@ -83,6 +86,23 @@ pub(crate) fn run() -> Result<()> {
         }
         Err(err) => return Err(kernel::explain(err, "stats", None)),
     }
+    print_daemon(&mut out, &run_dir::probe(&run_dir::default_dir()))?;
+    Ok(())
+}
+
+fn print_daemon(out: &mut impl Write, daemon: &Daemon) -> Result<()> {
+    match daemon {
+        Daemon::NotRunning => writeln!(out, "daemon: not running")?,
+        Daemon::Running { pid, state } => {
+            match pid {
+                Some(pid) => writeln!(out, "daemon: running, pid {pid}")?,
+                None => writeln!(out, "daemon: running")?,
+            }
+            for line in state.lines().filter(|l| !l.starts_with("pid:")) {
+                writeln!(out, "daemon {line}")?;
+            }
+        }
+    }
     Ok(())
 }
 
@@ -129,5 +149,22 @@ mod tests {
         assert!(text.contains("bytes: 4096\n"));
         assert!(text.contains("failed (overlap): 2\n"));
         assert!(text.lines().all(|l| l.split_once(": ").is_some()));
+    }
+
+    #[test]
+    fn daemon_lines() {
+        let mut out = Vec::new();
+        print_daemon(&mut out, &Daemon::NotRunning).unwrap();
+        assert_eq!(String::from_utf8(out).unwrap(), "daemon: not running\n");
+        let mut out = Vec::new();
+        let running = Daemon::Running {
+            pid: Some(7),
+            state: "pid: 7\nobjects registered: 2\n".into(),
+        };
+        print_daemon(&mut out, &running).unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "daemon: running, pid 7\ndaemon objects registered: 2\n"
+        );
     }
 }
