@@ -1004,11 +1004,13 @@ impl Registry {
                     "text overlaps a registered range",
                 );
                 // A loader registering what the module registered at exec
-                // (the program, the interpreter) is normal: not logged.
+                // (the program, the interpreter), or the module at exec
+                // finding what a daemon registered first, is normal: not
+                // logged.
                 let guard = rcu::Guard::new();
                 match state.sections.load(text_start, &guard) {
                     Some(s)
-                        if s.flags & SFRAME_SECTION_EXEC != 0
+                        if (s.flags | req.flags) & SFRAME_SECTION_EXEC != 0
                             && s.text_start == req.text_start
                             && s.text_end == req.text_end =>
                     {
