@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::corpus;
 use common::eh::EhB;
 use common::harness;
 use object::Object;
@@ -20,12 +21,7 @@ fn corpus_dir() -> PathBuf {
 
 #[test]
 fn replay_fuzz_corpus() {
-    let mut entries: Vec<_> = fs::read_dir(corpus_dir())
-        .expect("fuzz corpus directory")
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    assert!(!entries.is_empty(), "empty fuzz corpus");
+    let entries = corpus::inputs(&corpus_dir());
     let mut seeds_ok = 0;
     for path in &entries {
         let ok = harness::exercise(&fs::read(path).unwrap());

@@ -5,6 +5,8 @@
 
 #![allow(dead_code)]
 
+#[path = "../../../../rust/sframe/tests/common/corpus.rs"]
+pub mod corpus;
 pub mod eh;
 pub mod harness;
 
