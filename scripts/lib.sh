@@ -75,6 +75,22 @@ rootfs_tune() {
 	touch "$r/$ROOTFS_TUNED"
 }
 
+# bench_kernel NAME [--kernel KERNEL]: a benchmark's arguments.  Sets
+# kernel_args (for scripts/guest-run: empty for the test kernel) and
+# bench_out, the benchmark's output directory under $SFRAME_CACHE/out
+# (NAME, or NAME-KERNEL).
+bench_kernel() {
+	local name=$1
+	shift
+	kernel_args=()
+	bench_out=$SFRAME_CACHE/out/$name
+	case ${1:-} in
+	--kernel) kernel_args=(--kernel "$2") bench_out+=-$2 ;;
+	'') ;;
+	*) die "usage: $name [--kernel debian-7.3]" ;;
+	esac
+}
+
 # The test programs (tests/progs), built in the guest root (its binutils
 # emits SFrame V2) into out/progs, where the guest finds them.
 build_progs() {
