@@ -267,6 +267,15 @@ pub(crate) struct MmState {
 static OPS: NotifierOps<MmState> = NotifierOps::new();
 
 impl MmState {
+    /// Counts a section of `owner`'s just inserted into the tree: the
+    /// reverse of the first half of [`MmState::retire`].
+    fn admit(&self, owner: &UserAccount) {
+        if self.live.fetch_add(1, Ordering::Relaxed) == 0 {
+            COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
+        }
+        owner.sections.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Marks `s` retired, once, and updates the counters; whether this call
     /// retired it.  Any context.
     fn retire(&self, s: &Section) -> bool {
@@ -973,16 +982,8 @@ impl Registry {
             ));
         }
         self.purge(&mut shared, &state);
-        if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm {
-            return Err(limit("per-process limit (max_sections_per_mm) reached"));
-        }
         let owner = &copy.owner;
-        if owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user {
-            return Err(limit("per-user limit (max_sections_per_user) reached"));
-        }
-        if COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections {
-            return Err(limit("module-wide limit (max_total_sections) reached"));
-        }
+        self.section_limits(&state, owner)?;
         let handle = shared.next_handle;
         let section = Section {
             handle,
@@ -1022,10 +1023,7 @@ impl Registry {
                 Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot insert the section")
             });
         }
-        if state.live.fetch_add(1, Ordering::Relaxed) == 0 {
-            COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
-        }
-        owner.sections.fetch_add(1, Ordering::Relaxed);
+        state.admit(owner);
         let key = mm.as_raw() as usize;
         let indexed = {
             let guard = rcu::Guard::new();
@@ -1155,12 +1153,7 @@ impl Registry {
         let end = usize::try_from(e.text_end).map_err(|_| FAIL_MEM)?;
         // Text the parent marked MADV_DONTFORK is not in the child.
         text_is_mapped(mmap, start, end)?;
-        if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm
-            || copy.owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user
-            || COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections
-        {
-            return Err(limit("a section limit reached at fork"));
-        }
+        self.section_limits(state, &copy.owner)?;
         let section = Section {
             handle: e.handle,
             text_start: e.text_start,
@@ -1174,10 +1167,22 @@ impl Registry {
             .sections
             .insert_range(start, end - 1, section)
             .map_err(|_| FAIL_MEM)?;
-        if state.live.fetch_add(1, Ordering::Relaxed) == 0 {
-            COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
+        state.admit(&copy.owner);
+        Ok(())
+    }
+
+    /// Whether `state` may hold one more section of `owner`'s: the
+    /// per-process, per-user and module-wide section limits.
+    fn section_limits(&self, state: &MmState, owner: &UserAccount) -> Result<(), Failure> {
+        if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm {
+            return Err(limit("per-process limit (max_sections_per_mm) reached"));
         }
-        copy.owner.sections.fetch_add(1, Ordering::Relaxed);
+        if owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user {
+            return Err(limit("per-user limit (max_sections_per_user) reached"));
+        }
+        if COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections {
+            return Err(limit("module-wide limit (max_total_sections) reached"));
+        }
         Ok(())
     }
 
