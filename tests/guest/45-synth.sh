@@ -16,6 +16,9 @@
 CTL=$SFRAME_SRC/target/release/sframectl
 D=$SFRAME_OUT/synth
 SECS=${SFRAME_SYNTH_SECONDS:-1.5}
+# libc-work does a fixed amount of work (its -n), the same in every
+# recording: DWARF's paths are compared with ours.
+ROUNDS=${SFRAME_SYNTH_ROUNDS:-8}
 # A cache of our own, empty at the start: the guest's $HOME is read-only.
 export XDG_CACHE_HOME=/tmp/synth-cache-home
 CACHE=$XDG_CACHE_HOME/sframe-unwind/synth
@@ -24,9 +27,9 @@ LIBC='/libc\.so\.6'
 rm -rf "$D" "$XDG_CACHE_HOME"
 mkdir -p "$D"
 
-# The workloads, about SECS seconds each: tests/progs/libc-work built with
-# and without -Wa,--gsframe, Debian's gzip -9 on 1.5 MB of Python sources,
-# Debian's python3 on a pure-Python loop.
+# The workloads: tests/progs/libc-work built with and without -Wa,--gsframe
+# (ROUNDS rounds), Debian's gzip -9 on 1.5 MB of Python sources, Debian's
+# python3 on a pure-Python loop for SECS seconds.
 cat /usr/lib/python3*/*.py | head -c 1500000 >/tmp/synth-gzip.in
 cat >/tmp/synth-work.py <<'PY'
 import sys, time
@@ -38,8 +41,8 @@ while time.monotonic() < end:
     sorted(d.items(), key=lambda kv: (kv[1] % 13, kv[0]))
 PY
 cat >/tmp/synth-all.sh <<SH
-'$CTL' run -- '$PROGS/libc-work-sframe' $SECS
-'$CTL' run -- '$PROGS/libc-work-nosframe' $SECS
+'$CTL' run -- '$PROGS/libc-work-sframe' -n $ROUNDS
+'$CTL' run -- '$PROGS/libc-work-nosframe' -n $ROUNDS
 '$CTL' run -- /usr/bin/gzip -9 -c /tmp/synth-gzip.in >/dev/null
 '$CTL' run -- /usr/bin/python3 /tmp/synth-work.py $SECS
 SH

@@ -7,6 +7,12 @@
  * complete chain to main needs the section generated from its .eh_frame.
  *
  *   libc-work [SECONDS]    rotate through the phases for SECONDS (1.5)
+ *   libc-work -n ROUNDS    exactly ROUNDS rounds of the three phases
+ *
+ * A fixed number of rounds is the same work in every recording, whatever
+ * the unwinder costs: the first round (qsort's buffer is mmap()ed, then
+ * glibc raises its mmap threshold) differs from the later ones, so runs
+ * of a fixed time that manage 1 or 13 rounds sample different paths.
  *
  * Every phase function is noinline and uses the result of its last call,
  * so that no call is a tail call and each phase is one frame below main:
@@ -103,12 +109,14 @@ static double now(void)
 
 int main(int argc, char **argv)
 {
-	double seconds = argc > 1 ? atof(argv[1]) : 1.5;
+	int fixed = argc > 2 && strcmp(argv[1], "-n") == 0;
+	double seconds = argc > 1 && !fixed ? atof(argv[1]) : 1.5;
+	unsigned long limit = fixed ? strtoul(argv[2], NULL, 10) : 0;
 	double end = now() + seconds;
 	uint64_t state = 0x9e3779b97f4a7c15ull;
 	unsigned long rounds = 0;
 
-	while (now() < end) {
+	while (fixed ? rounds < limit : now() < end) {
 		sink += phase_qsort(&state);
 		sink += phase_memmove(&state);
 		sink += phase_malloc(&state);
