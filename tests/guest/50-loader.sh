@@ -17,8 +17,8 @@ DL=$PROGS/dlwork
 # and copy its files back at the end.
 D=/tmp/sframe-loader
 WORK=${SFRAME_LOADER_SECONDS:-3}
-# 300 cycles in make test (about 35 s under TCG), 1000 in make stress.
-CYCLES=300
+# 100 cycles in make test (about 15 s under TCG), 1000 in make stress.
+CYCLES=100
 [ "${SFRAME_STRESS:-0}" = 1 ] && CYCLES=1000
 rm -rf "$D"
 mkdir -p "$D"
