@@ -158,8 +158,9 @@ RARE_SHARE = 0.1
 MISS_CHANCE = 1e-3
 
 
-def disagreements(dwarf, ours):
-    """Paths (Counters of own path -> samples) that timing cannot explain."""
+def disagreements(dwarf, ours, unit="samples"):
+    """Paths (Counters of own path -> UNIT, samples by default) that timing
+    cannot explain."""
     if dwarf and not ours:
         return [f"ours has no complete path, dwarf has {sum(dwarf.values())}"]
     found = []
@@ -172,7 +173,7 @@ def disagreements(dwarf, ours):
                 continue
             share = hits / total
             chance = (1 - share) ** others
-            text = (f"only {who} has {' <- '.join(path)} ({hits}/{total} samples; "
+            text = (f"only {who} has {' <- '.join(path)} ({hits}/{total} {unit}; "
                     f"{missing}: 0/{others}; chance {chance:.1e})")
             if share >= RARE_SHARE and chance < MISS_CHANCE:
                 found.append(text)

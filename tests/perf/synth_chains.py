@@ -36,8 +36,9 @@ part of a program's life, as for any program that runs longer than a
 moment.  Of ALL their samples, the issue's goals are asserted.
 
 The --call-graph dwarf recording (dwarf.data) is the reference for call
-paths: for every leaf DWARF reached the root from at least DWARF_MIN_LEAF
-times, the paths of -g and fp,defer must agree with DWARF's under the
+paths: for every leaf DWARF reached the root from in at least
+DWARF_MIN_LEAF runs (consecutive samples with the same path count once),
+the paths of -g and fp,defer must agree with DWARF's under the
 agreement rule of tests/perf/chains.py (paths of named frames: see
 paths()).  Its complete share and the bytes per sample of each recording
 are printed as figures.
@@ -70,7 +71,8 @@ LONG = ("long-g", "long-defer")
 # Measured 99.0-99.9% on 2026-12-03 (under 2% without the module).
 LOADED_MIN = 0.97
 BASE_MAX = 0.5
-# Leaves with fewer complete DWARF chains are not compared.
+# Leaves with fewer runs of complete DWARF chains (see paths()) are not
+# compared.
 DWARF_MIN_LEAF = 20
 
 SAMPLE = re.compile(r"^(\S+)\s+(\d+)\s+([0-9.]+):\s*$")
@@ -213,10 +215,17 @@ def paths(chains, name):
     libc are stripped: perf names only their exported functions), each
     once where it calls itself: how deep a recursion was (qsort's merge
     sort) or which unnamed helper ran is the sample's luck, which named
-    function called which is the unwinder's work."""
+    function called which is the unwinder's work.
+
+    A run of consecutive samples with the same leaf and path counts once:
+    one slow system call (python3's first brk(), say) or one pass of a
+    loop gives many samples that are a single observation, and the
+    agreement rule's chances assume independent ones."""
     _, root, obj, _ = PROGRAMS[name]
     by_leaf = collections.defaultdict(collections.Counter)
+    last = None
     for frames, _ in chains:
+        key = None
         for i, (sym, dso) in enumerate(frames):
             if sym == root and dso == obj:
                 leaf = f"{frames[0][0]} ({frames[0][1]})"
@@ -225,8 +234,11 @@ def paths(chains, name):
                     named = f"{s} ({d})"
                     if s != "[unknown]" and named != path[-1]:
                         path.append(named)
-                by_leaf[leaf][tuple(path)] += 1
+                key = (leaf, tuple(path))
                 break
+        if key is not None and key != last:
+            by_leaf[key[0]][key[1]] += 1
+        last = key
     return by_leaf
 
 
@@ -265,7 +277,7 @@ def compare_dwarf(directory, recorded):
                 if sum(dwarf_paths.values()) < DWARF_MIN_LEAF:
                     continue
                 compared += 1
-                for line in chains.disagreements(dwarf_paths, ours.get(leaf, {})):
+                for line in chains.disagreements(dwarf_paths, ours.get(leaf, {}), "runs"):
                     diffs.append(f"{leaf}: {line}")
             ok = compared >= 1 and not diffs
             lines.append(f"{'ok' if ok else 'not ok'} {{n}} - synth: {name} {config}: call paths "
