@@ -91,6 +91,25 @@ lifecycle_churn() {
 	done >/dev/null 2>&1
 }
 
+# daemon_workload FILE SECONDS SCALE: FILE, a shell script of the programs
+# the daemon's callchains are measured on (tests/guest/55-daemon.sh,
+# scripts/bench-daemon): the SFrame test program and dlwork (libsfwork.so
+# opened and closed 3 times, then opened again and worked in) for SECONDS
+# each, Debian's gzip -9, and a pipeline of Debian's od and sort, on
+# random inputs (FILE.*.in) SCALE times the size that takes about 2 s
+# under TCG.
+daemon_workload() {
+	local file=$1 secs=$2 scale=$3
+	head -c $((2500000 * scale)) /dev/urandom >"$file.gzip.in"
+	head -c $((120000 * scale)) /dev/urandom >"$file.od.in"
+	cat >"$file" <<SH
+'$PROGS/sframe-workload' $secs >/dev/null
+'$PROGS/dlwork' '$PROGS/libsfwork.so' cycle:3 open work:$secs close >/dev/null
+/usr/bin/gzip -9 -c '$file.gzip.in' >/dev/null
+od -An -tx1 -w8 '$file.od.in' | sort | md5sum >/dev/null
+SH
+}
+
 # reload_while_churning N [SECONDS]: N times, load the module (unless it is
 # loaded), check its device, wait SECONDS, unload it, while lifecycle_churn
 # forks and execs: probes and task works come and go with the module.

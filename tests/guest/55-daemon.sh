@@ -28,17 +28,9 @@ export XDG_CACHE_HOME=/tmp/daemon-cache
 rm -rf "$D" "$SFRAME_RUN_DIR" "$XDG_CACHE_HOME"
 mkdir -p "$D"
 
-# The programs, each about SECS seconds under TCG: the SFrame test program,
-# dlwork (libsfwork.so opened and closed 3 times, then opened again and
-# worked in), Debian's gzip -9, and a pipeline of Debian's od and sort.
-head -c 2500000 /dev/urandom >/tmp/daemon-gzip.in
-head -c 120000 /dev/urandom >/tmp/daemon-od.in
-cat >/tmp/daemon-all.sh <<SH
-'$PROGS/sframe-workload' $SECS >/dev/null
-'$PROGS/dlwork' '$PROGS/libsfwork.so' cycle:3 open work:$SECS close >/dev/null
-/usr/bin/gzip -9 -c /tmp/daemon-gzip.in >/dev/null
-od -An -tx1 -w8 /tmp/daemon-od.in | sort | md5sum >/dev/null
-SH
+# The programs, each about SECS seconds under TCG (tests/lib.sh,
+# daemon_workload).
+daemon_workload /tmp/daemon-all.sh "$SECS" 1
 
 # record CONFIG PERF-OPTIONS...: the programs under perf record -a, into
 # $D/CONFIG.data (through the guest's /tmp: perf maps its output, which
@@ -155,17 +147,10 @@ check "no samples lost" sh -c "! grep -q -i 'lost' $D/daemon-*.log"
 # longer than a moment; daemon_chains.py asserts the issue's goal on all
 # of their samples.
 if [ "${SFRAME_STRESS:-0}" = 1 ]; then
-	for _ in $(seq 20); do cat /tmp/daemon-gzip.in; done >/tmp/daemon-gzip-long.in
-	for _ in $(seq 20); do cat /tmp/daemon-od.in; done >/tmp/daemon-od-long.in
-	cat >/tmp/daemon-long.sh <<SH
-'$PROGS/sframe-workload' $((SECS * 20)) >/dev/null
-'$PROGS/dlwork' '$PROGS/libsfwork.so' cycle:3 open work:$((SECS * 20)) close >/dev/null
-/usr/bin/gzip -9 -c /tmp/daemon-gzip-long.in >/dev/null
-od -An -tx1 -w8 /tmp/daemon-od-long.in | sort | md5sum >/dev/null
-SH
+	daemon_workload /tmp/daemon-long.sh $((SECS * 20)) 20
 	check "long run: perf record -a -g" record long-g -g
 	check "long run: perf record -a --call-graph fp,defer" record long-defer --call-graph fp,defer
-	rm -f /tmp/daemon-gzip-long.in /tmp/daemon-od-long.in /tmp/daemon-long.sh
+	rm -f /tmp/daemon-long.sh*
 fi
 kill -USR1 "$DPID"
 sleep 1
@@ -333,5 +318,5 @@ else
 	skip "kmemleak: nothing of the module's leaked" "no kmemleak on this kernel"
 fi
 check "rmmod" unload_module
-rm -rf /tmp/daemon-gzip.in /tmp/daemon-od.in /tmp/daemon-all.sh /tmp/daemon-dl.out \
+rm -rf /tmp/daemon-all.sh* /tmp/daemon-dl.out \
 	"$SFRAME_RUN_DIR" "$XDG_CACHE_HOME"

@@ -33,6 +33,9 @@ small part of a program's life, as for any program that runs longer than
 a moment.  Of ALL their samples, the issue's GOAL is asserted.
 
   daemon_chains.py check DIR     TAP results for DIR/CONFIG.data
+  daemon_chains.py figures DIR   a table of the complete shares and bytes
+                                 per sample of DIR/{base-g,daemon-g,
+                                 daemon-defer,dwarf}.data (scripts/bench-daemon)
 """
 
 import collections
@@ -136,9 +139,34 @@ def check(directory):
     return failed == 0
 
 
+def figures(directory):
+    """Prints, per recording and program, the complete share of all
+    samples and of those outside loading, and each recording's bytes per
+    sample (of all its samples, every process's)."""
+    for config in ("base-g", "daemon-g", "daemon-defer", "dwarf"):
+        path = os.path.join(directory, f"{config}.data")
+        if not os.path.exists(path):
+            continue
+        by_comm = collections.defaultdict(list)
+        count = 0
+        for comm, frames in chains.script_samples(path):
+            count += 1
+            if comm in PROGRAMS:
+                by_comm[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
+        print(f"{config}: {os.path.getsize(path) / max(count, 1):.0f} bytes per sample "
+              f"({count} samples)")
+        for comm in PROGRAMS:
+            complete, total, load, _ = tally(by_comm[comm])
+            print(f"  {comm:16} {100 * complete / max(total, 1):5.1f}% of {total:5} samples, "
+                  f"{100 * complete / max(total - load, 1):5.1f}% outside loading")
+
+
 def main():
     if len(sys.argv) == 3 and sys.argv[1] == "check":
         sys.exit(0 if check(sys.argv[2]) else 1)
+    if len(sys.argv) == 3 and sys.argv[1] == "figures":
+        figures(sys.argv[2])
+        return
     sys.exit(__doc__)
 
 
