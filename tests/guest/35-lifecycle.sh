@@ -2,7 +2,7 @@
 # Registrations that follow the process: exec registers the program (and its
 # interpreter), fork children inherit the parent's, each side's later
 # changes are its own; the admin switches; a corrupt section at exec; fork
-# cycles with 51 registrations; unload while processes fork and exec.
+# cycles with 50 dlopen()ed libraries; unload while processes fork and exec.
 # tests/progs/lifecycle never registers anything itself.  The perf
 # recordings go to $SFRAME_OUT/lifecycle; scripts/run-tests checks their
 # callchains on the host (tests/perf/own_chains.py lifecycle).
@@ -105,7 +105,7 @@ cycles=100
 stress && cycles=10000
 kmemleak=/sys/kernel/debug/kmemleak
 [ -w $kmemleak ] && echo clear >$kmemleak
-check_show "$cycles fork/exit cycles with 51 registrations: inherited, counters back" \
+check_show "$cycles fork/exit cycles with 50 dlopen()ed libraries: inherited, counters back" \
 	"$SCTL" run -- "$L" forkloop "$cycles" "$PROGS"
 check "counters back to zero after the parent exits" sh -c \
 	"'$SCTL' status | grep -qx 'sections: 0'"
