@@ -66,7 +66,7 @@ check "control: sample hook back on" test "$("$CTL" set 1 1)" = 15
 check "control: deferred hook off and on" sh -c "test \"\$($CTL set 2 0)\" = 13 && test \"\$($CTL set 2 2)\" = 15"
 
 # Unload while perf samples every CPU and the replacements run.
-cycles=5
+cycles=3
 [ "${SFRAME_STRESS:-0}" = 1 ] && cycles=100
 unload_during_perf() {
 	local g d i
