@@ -140,8 +140,9 @@ check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
 # make stress: the four doing far more work (libc-work 100 times, about
 # two minutes each under TCG; gzip 40 times; python3 60 s), sampled at 250
 # Hz, so that start-up (0.4-0.7 s under TCG) is a small part of each
-# program's life, as it is for programs that run longer than a moment;
-# synth_chains.py asserts the issue's goals on all of their samples.
+# program's life; synth_chains.py prints their shares of all samples
+# against the issue's goals, as figures (start-up under TCG beside other
+# guests: 1.4-2 s of each program).
 if [ "${SFRAME_STRESS:-0}" = 1 ]; then
 	for _ in $(seq 40); do cat /tmp/synth-gzip.in; done >/tmp/synth-gzip-long.in
 	cat >/tmp/synth-long.sh <<SH
