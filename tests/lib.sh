@@ -91,6 +91,18 @@ lifecycle_churn() {
 	done >/dev/null 2>&1
 }
 
+# record_into DIR CONFIG SCRIPT FREQ PERF-OPTIONS...: `sh SCRIPT` under
+# perf record at FREQ Hz into DIR/CONFIG.data, its output in
+# DIR/CONFIG.log (shown if perf fails), through the guest's /tmp: perf
+# maps its output, which 9p shares cannot.
+record_into() {
+	local dir=$1 config=$2 script=$3 freq=$4
+	shift 4
+	perf record -N -e cpu-clock -F "$freq" "$@" -o "/tmp/$config.data" -- \
+		sh "$script" >"$dir/$config.log" 2>&1 || { cat "$dir/$config.log"; return 1; }
+	cp "/tmp/$config.data" "$dir/$config.data" && rm -f "/tmp/$config.data"
+}
+
 # daemon_workload FILE SECONDS SCALE: FILE, a shell script of the programs
 # the daemon's callchains are measured on (tests/guest/55-daemon.sh,
 # scripts/bench-daemon): the SFrame test program and dlwork (libsfwork.so

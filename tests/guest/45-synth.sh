@@ -48,16 +48,13 @@ cat >/tmp/synth-all.sh <<SH
 SH
 
 # record CONFIG PERF-OPTIONS...: the four under perf record, into
-# $D/CONFIG.data (through the guest's /tmp: perf maps its output, which 9p
-# shares cannot).  The long-* configurations (make stress) run the long
+# $D/CONFIG.data.  The long-* configurations (make stress) run the long
 # workloads at 250 Hz.
 record() {
 	local config=$1 script=/tmp/synth-all.sh freq=1000
 	shift
 	case $config in long-*) script=/tmp/synth-long.sh freq=250 ;; esac
-	perf record -N -e cpu-clock -F $freq "$@" -o "/tmp/$config.data" -- \
-		sh $script >"$D/$config.log" 2>&1 || { cat "$D/$config.log"; return 1; }
-	cp "/tmp/$config.data" "$D/$config.data" && rm -f "/tmp/$config.data"
+	record_into "$D" "$config" "$script" "$freq" "$@"
 }
 
 unload_module

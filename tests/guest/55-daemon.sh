@@ -33,16 +33,13 @@ mkdir -p "$D"
 daemon_workload /tmp/daemon-all.sh "$SECS" 1
 
 # record CONFIG PERF-OPTIONS...: the programs under perf record -a, into
-# $D/CONFIG.data (through the guest's /tmp: perf maps its output, which
-# 9p shares cannot).
-# The long-* configurations (make stress) run the long workloads at 250 Hz.
+# $D/CONFIG.data.  The long-* configurations (make stress) run the long
+# workloads at 250 Hz.
 record() {
 	local config=$1 script=/tmp/daemon-all.sh freq=1000
 	shift
 	case $config in long-*) script=/tmp/daemon-long.sh freq=250 ;; esac
-	perf record -N -a -e cpu-clock -F $freq "$@" -o "/tmp/$config.data" -- \
-		sh $script >"$D/$config.log" 2>&1 || { cat "$D/$config.log"; return 1; }
-	cp "/tmp/$config.data" "$D/$config.data" && rm -f "/tmp/$config.data"
+	record_into "$D" "$config" "$script" "$freq" -a "$@"
 }
 
 # counter NAME: a counter of `sframectl status` (module or "daemon ...").

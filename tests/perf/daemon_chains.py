@@ -87,6 +87,18 @@ def tally(samples):
     return complete, total, load, ends
 
 
+def by_program(path):
+    """The samples of PROGRAMS in the recording PATH, by command, as user
+    frames (sym, object file name); and how many samples it holds in all."""
+    by_comm = collections.defaultdict(list)
+    count = 0
+    for comm, frames in chains.script_samples(path):
+        count += 1
+        if comm in PROGRAMS:
+            by_comm[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
+    return by_comm, count
+
+
 def check(directory):
     n = failed = 0
 
@@ -102,10 +114,7 @@ def check(directory):
             if config not in LONG:
                 result(False, f"{config}: recording exists")
             continue
-        by_comm = collections.defaultdict(list)
-        for comm, frames in chains.script_samples(path):
-            if comm in PROGRAMS:
-                by_comm[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
+        by_comm, _ = by_program(path)
         for comm, (what, broken) in PROGRAMS.items():
             complete, total, load, ends = tally(by_comm[comm])
             rest = total - load
@@ -141,12 +150,7 @@ def figures(directory):
         path = os.path.join(directory, f"{config}.data")
         if not os.path.exists(path):
             continue
-        by_comm = collections.defaultdict(list)
-        count = 0
-        for comm, frames in chains.script_samples(path):
-            count += 1
-            if comm in PROGRAMS:
-                by_comm[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
+        by_comm, count = by_program(path)
         print(f"{config}: {os.path.getsize(path) / max(count, 1):.0f} bytes per sample "
               f"({count} samples)")
         for comm in PROGRAMS:
