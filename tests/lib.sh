@@ -91,6 +91,13 @@ lifecycle_churn() {
 	done >/dev/null 2>&1
 }
 
+# status_of NAME: one field of `sframectl status` (the module's, or the
+# daemon's "daemon ..."); empty if there is none.
+status_of() {
+	"$SFRAME_SRC/target/release/sframectl" status 2>/dev/null |
+		awk -F': ' -v n="$1" '$1 == n { print $2 }'
+}
+
 # record_into DIR CONFIG SCRIPT FREQ PERF-OPTIONS...: `sh SCRIPT` under
 # perf record at FREQ Hz into DIR/CONFIG.data, its output in
 # DIR/CONFIG.log (shown if perf fails), through the guest's /tmp: perf

@@ -23,7 +23,6 @@ CYCLES=100
 rm -rf "$D"
 mkdir -p "$D"
 
-stat_of() { "$CTL" status | awk -F': ' -v k="$1" '$1 == k { print $2 }'; }
 
 # start NAME WORD CMD...: CMD in the background, output in $D/NAME.out;
 # waits until it prints WORD.  Sets $bg.
@@ -79,9 +78,9 @@ check "no module: list explains" sh -c "'$CTL' list 2>&1 | grep -q 'module is no
 
 check "insmod" insmod "$SFRAME_KO"
 check "status reports the module" sh -c "'$CTL' status | grep -q '^module: loaded'"
-sections0=$(stat_of sections)
-bytes0=$(stat_of bytes)
-registered0=$(stat_of registered)
+sections0=$(status_of sections)
+bytes0=$(status_of bytes)
+registered0=$(status_of registered)
 
 same_with_module() {
 	local rc=0
@@ -148,8 +147,8 @@ cycles_leave_nothing() {
 	"$CTL" list --pid "$bg"
 	local lib_sections during registered
 	lib_sections=$(sections_of "$LIB")
-	during=$(stat_of sections)
-	registered=$(stat_of registered)
+	during=$(status_of sections)
+	registered=$(status_of registered)
 	stop
 	echo "library sections $lib_sections; module sections $during (before: $sections0)," \
 		"registered $registered (before: $registered0)"
@@ -157,8 +156,8 @@ cycles_leave_nothing() {
 		[ "$registered" -ge $((registered0 + CYCLES)) ]
 }
 check "$CYCLES dlopen/dlclose cycles: no library section left" cycles_leave_nothing
-check "after exit: module holds no more sections than before" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"sections\" { print \$2 }') = $sections0 ]"
-check "after exit: module holds no more bytes than before" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"bytes\" { print \$2 }') = $bytes0 ]"
+check "after exit: module holds no more sections than before" test "$(status_of sections)" = "$sections0"
+check "after exit: module holds no more bytes than before" test "$(status_of bytes)" = "$bytes0"
 
 # register --pid: profile a process started without the audit library.
 if start running base "$DL" "$LIB" open base work:600; then
@@ -181,7 +180,7 @@ stop
 check "register --pid --no-synth of a process without .sframe fails, explained" sh -c \
 	"sleep 30 & p=\$!; '$CTL' register --no-synth --pid \$p 2>&1 | grep -q 'has an SFrame section'; r=\$?; kill \$p; exit \$r"
 check "list of every process runs" "$CTL" list
-check "after all: module sections back to $sections0" sh -c "[ \$('$CTL' status | awk -F': ' '\$1 == \"sections\" { print \$2 }') = $sections0 ]"
+check "after all: module sections back to $sections0" test "$(status_of sections)" = "$sections0"
 echo "# unwinder walks (sample path) so far: $(unwinder_walks)"
 
 # The program itself is registered by the module at exec already.

@@ -42,8 +42,6 @@ record() {
 	record_into "$D" "$config" "$script" "$freq" -a "$@"
 }
 
-# counter NAME: a counter of `sframectl status` (module or "daemon ...").
-counter() { "$CTL" status 2>/dev/null | awk -F': ' -v n="$1" '$1 == n { print $2 }'; }
 
 # wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS seconds.
 wait_for() {
@@ -196,7 +194,7 @@ storm_figures() {
 	echo "storm of $STORM processes: $storm_s s"
 	"$CTL" status | grep -E '^daemon (mmap records|exec records|lost|objects registered|processes gone|errors|generated cache|peak rss|cpu)'
 	local peak
-	peak=$(counter "daemon peak rss kib")
+	peak=$(status_of "daemon peak rss kib")
 	[ -n "$peak" ] && [ "$peak" -lt $(((CACHE_MB + RSS_SLACK_MB) * 1024)) ]
 }
 check_show "daemon memory bounded: peak RSS under $((CACHE_MB + RSS_SLACK_MB)) MiB" storm_figures
@@ -270,7 +268,7 @@ bounded() {
 	DPID=$!
 	if wait_for 120 sh -c "'$CTL' status 2>/dev/null | grep -q '^daemon scans: [1-9]'"; then
 		"$CTL" status | grep -E '^daemon (objects registered|processes denied)'
-		if [ "$(counter 'daemon processes denied')" -gt 0 ]; then
+		if [ "$(status_of 'daemon processes denied')" -gt 0 ]; then
 			rc=1
 			registered "$p" ': 0 sections$' || rc=4
 		elif wait_for 30 registered "$p" 'libc.so.6$'; then
