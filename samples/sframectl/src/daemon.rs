@@ -261,9 +261,15 @@ impl Daemon {
             Report::Registered(name, text, _) => {
                 counters.sections_registered += 1;
                 if verbose {
+                    // The time is the one `perf record -k CLOCK_MONOTONIC`
+                    // stamps samples with.
+                    let now = monotonic_ns();
                     eprintln!(
-                        "sframectl daemon: process {pid}: registered {name}: text {:#x}-{:#x}",
-                        text.start, text.end
+                        "sframectl daemon: process {pid}: registered {name}: text {:#x}-{:#x} at {}.{:09}",
+                        text.start,
+                        text.end,
+                        now / 1_000_000_000,
+                        now % 1_000_000_000
                     );
                 }
             }

@@ -128,7 +128,9 @@ enum Command {
         /// Register only objects with their own .sframe.
         #[arg(long)]
         no_synth: bool,
-        /// Log every section registered.
+        /// Log every section registered, with the CLOCK_MONOTONIC time
+        /// of its registration (the clock of `perf record -k
+        /// CLOCK_MONOTONIC`).
         #[arg(short, long)]
         verbose: bool,
     },
