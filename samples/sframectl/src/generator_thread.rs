@@ -15,12 +15,14 @@ use sframe_audit::generated::GenerateError;
 use sframe_audit::generated::Generated;
 use sframe_audit::image::Layout;
 use std::ffi::CString;
+use std::ffi::OsStr;
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::fd::FromRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -38,7 +40,8 @@ pub(crate) struct Job {
 }
 
 /// What became of a job: the section, or why there is none (and whether
-/// the process went away meanwhile, which says nothing about the object).
+/// the process stopped mapping the object meanwhile, which makes a read
+/// error say nothing about the object).
 pub(crate) struct Done {
     pub(crate) key: String,
     pub(crate) result: Result<Generated, (String, bool)>,
@@ -61,6 +64,16 @@ fn eventfd() -> io::Result<OwnedFd> {
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Whether the job's process still maps its object: its link in
+/// `/proc/PID/map_files` (gone with the mapping, and empty for a process
+/// that has exited but is not yet reaped), else the process itself.
+fn still_mapped(job: &Job) -> bool {
+    match &job.link {
+        Some(link) => Path::new(OsStr::from_bytes(link.as_bytes())).exists(),
+        None => Path::new(&format!("/proc/{}", job.pid)).exists(),
+    }
+}
+
 impl GeneratorThread {
     /// Starts the thread, which generates through `disk`.
     pub(crate) fn spawn(disk: DiskSections) -> io::Result<Self> {
@@ -74,12 +87,12 @@ impl GeneratorThread {
                 for job in job_rx {
                     let result = match disk.generate(&job.mem, &job.layout, job.link.as_deref()) {
                         Some(Ok(gen)) => Ok(gen),
-                        // A read error says nothing about the object when
-                        // the process has gone; while it lives, it does.
+                        // A read error says nothing about the object once
+                        // the process no longer maps it; while it does, it
+                        // does.
                         Some(Err(err)) => {
                             let read = matches!(&err, GenerateError::Read(_));
-                            let gone = read && !Path::new(&format!("/proc/{}", job.pid)).exists();
-                            Err((err.to_string(), gone))
+                            Err((err.to_string(), read && !still_mapped(&job)))
                         }
                         None => Err(("generation is off".into(), false)),
                     };
@@ -117,5 +130,85 @@ impl GeneratorThread {
         // non-blocking, so nothing to read is EAGAIN, not a wait.
         unsafe { libc::read(self.wake.as_raw_fd(), count.as_mut_ptr().cast(), 8) };
         self.done.try_iter().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(link: Option<String>) -> Job {
+        let pid = std::process::id() as i32;
+        let mem = File::open("/proc/self/mem").unwrap();
+        let maps = crate::maps::read(pid).unwrap();
+        let first = maps.iter().find(|m| m.maps_file_start()).unwrap();
+        let layout = Layout::read_at_header(&mem, first.range.start).unwrap();
+        Job {
+            key: "test".into(),
+            pid,
+            mem,
+            layout,
+            link: link.map(|l| CString::new(l).unwrap()),
+        }
+    }
+
+    #[test]
+    fn a_mapping_is_still_mapped_until_it_is_gone() {
+        let pid = std::process::id();
+        let maps = crate::maps::read(pid as i32).unwrap();
+        let m = maps.iter().find(|m| m.maps_file_start()).unwrap();
+        let (start, end) = (m.range.start, m.range.end);
+        let mapped = format!("/proc/{pid}/map_files/{start:x}-{end:x}");
+        assert!(still_mapped(&job(Some(mapped))));
+        // A range this process does not map, as after munmap() or exit.
+        let unmapped = format!("/proc/{pid}/map_files/{:x}-{:x}", 0x1000, 0x2000);
+        assert!(!still_mapped(&job(Some(unmapped))));
+        // Without a link, the process itself.
+        assert!(still_mapped(&job(None)));
+    }
+
+    /// A process that exited and is not reaped yet still has its /proc
+    /// directory, but maps nothing: a read error then says nothing about
+    /// the object (a short-lived `grep` must not spoil grep for good).
+    #[test]
+    fn an_exited_process_maps_nothing() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("60")
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let mut maps = Vec::new();
+        for _ in 0..500 {
+            maps = crate::maps::read(pid as i32).unwrap_or_default();
+            if maps.iter().any(|m| m.path.ends_with("/sleep")) {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let m = maps.iter().find(|m| m.maps_file_start()).unwrap();
+        let link = format!(
+            "/proc/{pid}/map_files/{:x}-{:x}",
+            m.range.start, m.range.end
+        );
+        let mut job = job(Some(link));
+        job.pid = pid as i32;
+        assert!(still_mapped(&job));
+        child.kill().unwrap();
+        let zombie = || {
+            std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+                s.rsplit_once(')')
+                    .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+            })
+        };
+        for _ in 0..500 {
+            if zombie() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        assert!(zombie());
+        assert!(Path::new(&format!("/proc/{pid}")).exists());
+        assert!(!still_mapped(&job));
+        child.wait().unwrap();
     }
 }
