@@ -55,6 +55,8 @@ LEAVES["signal_interrupted_spin"] = "signal"
 OWN = {f for path in PATHS.values() for f in path if f != "*"}
 
 FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
+# A sample's first line under -F comm,pid,time --ns: command, pid, time.
+TIMED = re.compile(r"^(\S.*?)\s+(\d+)\s+(\d+)\.(\d{9}):")
 
 
 def own(frame):
@@ -64,13 +66,15 @@ def own(frame):
     return (base.startswith(PROG) or base.startswith(LIB)) and sym in OWN
 
 
-def script_samples(path):
+def script_samples(path, timed=False):
     """Yield (comm, user frames leaf first as (sym, dso)) for each sample
-    of the recording PATH (also used by synth_chains.py)."""
+    of the recording PATH (also used by daemon_chains.py); with TIMED,
+    (comm, pid, time in ns, frames)."""
+    fields = "comm,pid,time,ip,sym,dso" if timed else "comm,tid,ip,sym,dso"
     out = subprocess.run(
-        ["perf", "script", "-i", path, "-F", "comm,tid,ip,sym,dso", "--no-inline"],
+        ["perf", "script", "-i", path, "-F", fields, "--no-inline", "--ns"],
         check=True, capture_output=True, text=True).stdout
-    comm, frames = None, None
+    head, frames = None, None
     for line in out.splitlines():
         m = FRAME.match(line)
         if m:
@@ -80,11 +84,18 @@ def script_samples(path):
                 frames.append((sym, m.group(3)))
             continue
         if frames is not None:
-            yield comm, frames
-        fields = line.split()
-        comm, frames = (fields[0], []) if fields else (None, None)
+            yield head + (frames,)
+        head, frames = None, None
+        if timed:
+            t = TIMED.match(line)
+            if t:
+                head = (t.group(1), int(t.group(2)), int(t.group(3)) * 10**9 + int(t.group(4)))
+        elif line.split():
+            head = (line.split()[0],)
+        if head:
+            frames = []
     if frames is not None:
-        yield comm, frames
+        yield head + (frames,)
 
 
 def samples(path):

@@ -20,11 +20,22 @@ or loaded (no user frame, execve(), a frame in ld.so or in memory perf
 cannot name): the dynamic loader's own work never reaches main, and under
 TCG it is hundreds of milliseconds of each program.
 
+A new process's objects are registered by the daemon once it has read
+their mmap records: until then, a chain through them breaks, as without
+the daemon.  The daemon runs with -v, whose log (DIR/daemon.log) gives
+the CLOCK_MONOTONIC time of each registration, and the recordings are
+made with that clock (perf record -k CLOCK_MONOTONIC): an incomplete
+sample taken before the daemon registered, for its process, one of the
+objects its chain passes through is counted apart, as the daemon's
+delay.  Any other incomplete sample is the unwinder's.
+
 Issue 15's goal is >= 98% of all samples of each program that runs for
-2 s or more.  What is asserted is GOAL_LOADED of the samples outside
-loading, for programs with at least MIN_SAMPLES samples; the all-samples
-share is printed against the goal.  Without the daemon (module loaded),
-the chains of the programs that have no .sframe of their own stay broken
+2 s or more.  What is asserted, for programs with at least MIN_SAMPLES
+samples: GOAL_REGISTERED of the samples outside loading and the daemon's
+delay, and the delay's samples under MAX_DELAYED of those outside
+loading (a daemon that lags always fails).  The all-samples share is
+printed against the goal.  Without the daemon (module loaded), the
+chains of the programs that have no .sframe of their own stay broken
 (under BASE_MAX).
 
 make stress adds long-g.data and long-defer.data: the same programs
@@ -41,6 +52,7 @@ loading are checked as for the others).
 
 import collections
 import os
+import re
 import sys
 
 import chains
@@ -59,9 +71,12 @@ CONFIGS = ("daemon-g", "daemon-defer", "base-g")
 # make stress only: long runs, with the daemon.
 LONG = ("long-g", "long-defer")
 GOAL = 0.98
-# Measured 92.9-100% over two runs on 2026-12-03 (sframe-workload under -g
-# the lowest: it starts first, while the daemon still catches up).
-GOAL_LOADED = 0.90
+# Measured 97.4-100% on 2026-12-04 (sframe-workload under fp,defer the
+# lowest: single frames in libc perf cannot name, a sample in _start).
+GOAL_REGISTERED = 0.95
+# Measured up to 27% (od, fp,defer) in a run whose daemon lagged 0.4 s at
+# the median, 5.7 s at p99.
+MAX_DELAYED = 0.5
 BASE_MAX = 0.5
 MIN_SAMPLES = 200
 
@@ -74,28 +89,63 @@ def loading(frames):
             any(dso.startswith("ld-linux") for _, dso in frames))
 
 
-def tally(samples):
-    complete = total = load = 0
+REGISTERED = re.compile(r"^sframectl daemon: process (\d+): registered (.+): "
+                        r"text 0x[0-9a-f]+-0x[0-9a-f]+ at (\d+)\.(\d{9})$")
+
+
+def registrations(log):
+    """{(pid, object file name): CLOCK_MONOTONIC ns of the first
+    registration} from the daemon's -v log LOG."""
+    first = {}
+    if not os.path.exists(log):
+        return first
+    with open(log, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            m = REGISTERED.match(line.rstrip("\n"))
+            if m:
+                key = (int(m.group(1)), os.path.basename(m.group(2)))
+                ns = int(m.group(3)) * 10**9 + int(m.group(4))
+                first[key] = min(first.get(key, ns), ns)
+    return first
+
+
+def unregistered(pid, time, frames, registered):
+    """Whether one of the objects of an incomplete chain was registered by
+    the daemon for its process only after the sample: the chain broke
+    where the daemon had not caught up yet."""
+    return any(registered.get((pid, dso), 0) > time for _, dso in frames)
+
+
+def tally(samples, registered):
+    """Of SAMPLES (pid, time, frames): the complete ones, all, the
+    incomplete ones while loading, the other incomplete ones taken before
+    the daemon registered an object of their chain (from REGISTERED, see
+    registrations()), and what the incomplete chains end with."""
+    complete = total = load = early = 0
     ends = collections.Counter()
-    for frames in samples:
+    for pid, time, frames in samples:
         total += 1
         if any(sym.split(".")[0] in ROOTS for sym, _ in frames):
             complete += 1
             continue
-        load += loading(frames)
+        if loading(frames):
+            load += 1
+        elif unregistered(pid, time, frames, registered):
+            early += 1
         ends[" <- ".join(f"{s} ({d})" for s, d in frames[-2:]) or "(no user frame)"] += 1
-    return complete, total, load, ends
+    return complete, total, load, early, ends
 
 
 def by_program(path):
-    """The samples of PROGRAMS in the recording PATH, by command, as user
-    frames (sym, object file name); and how many samples it holds in all."""
+    """The samples of PROGRAMS in the recording PATH, by command, as (pid,
+    time, user frames as (sym, object file name)); and how many samples it
+    holds in all."""
     by_comm = collections.defaultdict(list)
     count = 0
-    for comm, frames in chains.script_samples(path):
+    for comm, pid, time, frames in chains.script_samples(path, timed=True):
         count += 1
         if comm in PROGRAMS:
-            by_comm[comm].append([(sym, os.path.basename(dso)) for sym, dso in frames])
+            by_comm[comm].append((pid, time, [(sym, os.path.basename(dso)) for sym, dso in frames]))
     return by_comm, count
 
 
@@ -108,6 +158,7 @@ def check(directory):
         failed += not ok
         print(f"{'ok' if ok else 'not ok'} {n} - daemon: {name}")
 
+    registered = registrations(os.path.join(directory, "daemon.log"))
     for config in CONFIGS + LONG:
         path = os.path.join(directory, f"{config}.data")
         if not os.path.exists(path):
@@ -116,12 +167,15 @@ def check(directory):
             continue
         by_comm, _ = by_program(path)
         for comm, (what, broken) in PROGRAMS.items():
-            complete, total, load, ends = tally(by_comm[comm])
+            complete, total, load, early, ends = tally(by_comm[comm], registered)
             rest = total - load
             share = complete / max(total, 1)
             print(f"# {config} {comm}: {complete}/{total} samples reach the start "
                   f"({100 * share:.1f}%); {load} while loading; of the others "
-                  f"{complete}/{rest} ({100 * complete / max(rest, 1):.1f}%)")
+                  f"{complete}/{rest} ({100 * complete / max(rest, 1):.1f}%); "
+                  f"{early} before the daemon registered an object of their chain, "
+                  f"without them {complete}/{rest - early} "
+                  f"({100 * complete / max(rest - early, 1):.1f}%)")
             if config.startswith("base"):
                 if broken:
                     result(total >= MIN_SAMPLES and share < BASE_MAX,
@@ -134,9 +188,11 @@ def check(directory):
             goal = "met" if share >= GOAL else "not met"
             print(f"# {config} {comm}: issue goal >= {100 * GOAL:.0f}% of all samples: "
                   f"{goal} ({100 * share:.1f}%)")
-            ok = complete >= GOAL_LOADED * rest
-            result(ok, f"{config}: {what}: >= {100 * GOAL_LOADED:.0f}% of the samples "
-                       f"outside loading reach the start ({complete}/{rest})")
+            ok = complete >= GOAL_REGISTERED * (rest - early) and early <= MAX_DELAYED * rest
+            result(ok, f"{config}: {what}: >= {100 * GOAL_REGISTERED:.0f}% of the samples "
+                       f"outside loading and the daemon's delay reach the start "
+                       f"({complete}/{rest - early}; delay {early} of {rest}, at most "
+                       f"{100 * MAX_DELAYED:.0f}%)")
             for end, count in ends.most_common(3 if ok else 6):
                 print(f"#   incomplete, ends {end}: {count}")
     return failed == 0
@@ -154,7 +210,7 @@ def figures(directory):
         print(f"{config}: {os.path.getsize(path) / max(count, 1):.0f} bytes per sample "
               f"({count} samples)")
         for comm in PROGRAMS:
-            complete, total, load, _ = tally(by_comm[comm])
+            complete, total, load, _, _ = tally(by_comm[comm], {})
             print(f"  {comm:16} {100 * complete / max(total, 1):5.1f}% of {total:5} samples, "
                   f"{100 * complete / max(total - load, 1):5.1f}% outside loading")
 
