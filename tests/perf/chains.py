@@ -262,13 +262,21 @@ def check(directory):
         for name in ("module-g", "module-defer"):
             if name not in results:
                 continue
-            _, ours, _ = results[name]
+            _, ours, examples = results[name]
             compared = 0
             diffs = []
             for phase, path in PATHS.items():
                 leaf = path[0]
                 if not dwarf_paths.get(leaf):
                     print(f"# {name}: {leaf}: DWARF's stack copy does not reach the root")
+                    continue
+                # No sample of ours at that leaf, complete or not, is no
+                # path to compare (the phase's completeness is checked
+                # above): under fp,defer a sample in the signal handler
+                # can take its leaf from the return to user space, after
+                # the handler returned.
+                if not any(key[1] == leaf for key in examples):
+                    print(f"# {name}: {leaf}: no sample of ours at that leaf, not compared")
                     continue
                 compared += 1
                 for line in disagreements(dwarf_paths[leaf], ours.get(leaf, {})):
