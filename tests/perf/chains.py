@@ -272,9 +272,10 @@ def check(directory):
                     continue
                 # No sample of ours at that leaf, complete or not, is no
                 # path to compare (the phase's completeness is checked
-                # above): under fp,defer a sample in the signal handler
-                # can take its leaf from the return to user space, after
-                # the handler returned.
+                # above).  Seen once under fp,defer for the signal
+                # handler's leaf; why is not known (perhaps a deferred
+                # chain takes its leaf at the return to user space, after
+                # the handler returned).
                 if not any(key[1] == leaf for key in examples):
                     print(f"# {name}: {leaf}: no sample of ours at that leaf, not compared")
                     continue
