@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Redirecting a kernel function through an ftrace `IPMODIFY` hook.
+//! Redirecting a kernel function through an ftrace `IPMODIFY` hook, or
+//! watching its calls.
 //!
 //! C header: [`include/linux/ftrace.h`](srctree/include/linux/ftrace.h).
 //!
@@ -9,7 +10,9 @@
 //! callback may set the saved instruction pointer to a replacement with the
 //! same signature; the call then continues in the replacement, which
 //! returns to the original caller. The target is found by ftrace's own
-//! filter, not by `kallsyms_lookup_name()`.
+//! filter, not by `kallsyms_lookup_name()`.  A hook that only watches
+//! ([`Redirect::REDIRECTS`] false) has no `IPMODIFY`: it coexists with a
+//! livepatch of the same function.
 //!
 //! Unregistering waits for callbacks that are running, not for replacements
 //! that a callback sent a task to: the user of this type guards its
@@ -33,6 +36,11 @@ use kernel::{
 pub(crate) unsafe trait Redirect {
     /// The hooked function's name.
     const TARGET: &'static CStr;
+
+    /// Whether [`Redirect::redirect`] may return a replacement.  If false,
+    /// the hook only watches: it must always return `None`, and is
+    /// registered without `IPMODIFY`.
+    const REDIRECTS: bool = true;
 
     /// Decides whether this call of the target goes to the replacement:
     /// returns the replacement's address, or `None` to run the original.
@@ -62,7 +70,8 @@ impl Args<'_> {
 /// # Invariants
 ///
 /// - `ops` is an `ftrace_ops` whose `func` is [`callback::<T>`] and whose
-///   flags are `SAVE_REGS | IPMODIFY`; it is pinned and never moved.
+///   flags are `SAVE_REGS`, with `IPMODIFY` if `T::REDIRECTS`; it is pinned
+///   and never moved.
 /// - `installed` is true exactly while `ops` is registered with ftrace, and
 ///   then its filter is `T::TARGET` alone (an ops with an empty filter
 ///   would trace every function, so it is never registered without one).
@@ -102,11 +111,11 @@ unsafe extern "C" fn callback<T: Redirect>(
         fregs,
         _regs: PhantomData,
     };
-    if let Some(to) = T::redirect(&args) {
+    if let Some(to) = T::redirect(&args).filter(|_| T::REDIRECTS) {
         // SAFETY: `fregs` is the live register set of this call, saved with
-        // `SAVE_REGS`; `IPMODIFY` allows changing its instruction pointer,
-        // and `to` has the target's signature (`Redirect`'s safety
-        // requirement).
+        // `SAVE_REGS`; `IPMODIFY` (set as `T::REDIRECTS` is) allows changing
+        // its instruction pointer, and `to` has the target's signature
+        // (`Redirect`'s safety requirement).
         unsafe { ffi::sframe_ftrace_regs_set_ip(fregs, to) };
     }
 }
@@ -116,9 +125,14 @@ impl<T: Redirect> FtraceHook<T> {
     pub(crate) fn new() -> impl PinInit<Self> {
         pin_init!(Self {
             ops <- Opaque::ffi_init(|slot: *mut ffi::ftrace_ops| {
+                let ipmodify = if T::REDIRECTS {
+                    ffi::FTRACE_OPS_FL_IPMODIFY
+                } else {
+                    0
+                };
                 let ops = ffi::ftrace_ops {
                     func: Some(callback::<T>),
-                    flags: (ffi::FTRACE_OPS_FL_SAVE_REGS | ffi::FTRACE_OPS_FL_IPMODIFY) as usize,
+                    flags: (ffi::FTRACE_OPS_FL_SAVE_REGS | ipmodify) as usize,
                     ..Default::default()
                 };
                 // SAFETY: The initializer may write to `slot`.
