@@ -3,7 +3,6 @@
  * Out-of-line wrappers for static inline kernel functions that Rust cannot
  * call.  Each is a one-line forward; the Rust side documents the rules.
  */
-#include <linux/mmu_notifier.h>
 #include <linux/ratelimit.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
@@ -120,12 +119,6 @@ unsigned long sframe_task_size_max(void)
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst)
 {
 	ratelimit_state_init(rs, msecs_to_jiffies(interval_ms), burst);
-}
-
-struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
-					     struct mm_struct *mm)
-{
-	return mmu_notifier_get(ops, mm);
 }
 
 void sframe_cond_resched(void)

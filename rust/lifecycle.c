@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Registrations that follow the process (rust/lifecycle.rs): the exec and
- * fork tracepoint probes and the task work they queue, which call into the
- * Rust side directly.  Only in sframe_unwind.ko.
+ * Registrations that follow the process (rust/lifecycle.rs): the exec, fork
+ * and address-space teardown tracepoint probes, the task work and the
+ * registry's maintenance work they queue, which call into the Rust side
+ * directly.  Only in sframe_unwind.ko.
  */
 #include <linux/binfmts.h>
+#include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/string.h>
 #include <linux/delay.h>
 #include <linux/task_work.h>
 #include <linux/tracepoint.h>
+#include <linux/workqueue.h>
 
 #include "bindings/helpers.h"
 
@@ -90,6 +93,97 @@ void sframe_lifecycle_probes_unregister(void)
 	tracepoint_probe_unregister(sframe_tp_exec, sframe_exec_probe, NULL);
 	tracepoint_probe_unregister(sframe_tp_fork, sframe_fork_probe, NULL);
 	tracepoint_synchronize_unregister();
+}
+
+/*
+ * At the end of exit_mmap(): the mm's last user is gone and its mappings
+ * with it; mmap_lock is held for writing and preemption is off.  Every
+ * mm_struct passes here before it can be freed.
+ */
+static void sframe_exit_mmap_probe(void *data, struct mm_struct *mm)
+{
+	sframe_on_exit_mmap(mm);
+}
+
+static struct tracepoint *sframe_tp_exit_mmap;
+
+int sframe_teardown_probe_register(void)
+{
+	sframe_tp_exit_mmap = sframe_tracepoint("exit_mmap");
+	if (!sframe_tp_exit_mmap)
+		return -ENOENT;
+	return tracepoint_probe_register(sframe_tp_exit_mmap, sframe_exit_mmap_probe, NULL);
+}
+
+/* After this returns the probe does not run, and will not. */
+void sframe_teardown_probe_unregister(void)
+{
+	tracepoint_probe_unregister(sframe_tp_exit_mmap, sframe_exit_mmap_probe, NULL);
+	tracepoint_synchronize_unregister();
+}
+
+/*
+ * The registry's maintenance (rust/registry.rs): address spaces torn down
+ * or left without sections are forgotten in process context, where the
+ * registry's lock may be taken.
+ */
+static void sframe_maintenance_fn(struct work_struct *work)
+{
+	sframe_on_maintenance();
+}
+
+static DECLARE_WORK(sframe_maintenance_work, sframe_maintenance_fn);
+
+/* Any context but NMI. */
+void sframe_maintenance_schedule(void)
+{
+	schedule_work(&sframe_maintenance_work);
+}
+
+/* Waits until a maintenance scheduled before has finished. */
+void sframe_maintenance_flush(void)
+{
+	flush_work(&sframe_maintenance_work);
+}
+
+/*
+ * The range and address space of @vma, a mapping being freed, and whether
+ * that address space still has users (munmap(), mremap(), a mapping
+ * replaced, merged or split) rather than being torn down by exit_mmap().
+ */
+bool sframe_vma_freed(const struct vm_area_struct *vma, struct mm_struct **mm,
+		      unsigned long *start, unsigned long *end)
+{
+	*mm = vma->vm_mm;
+	*start = vma->vm_start;
+	*end = vma->vm_end;
+	return *mm && atomic_read(&(*mm)->mm_users) > 0;
+}
+
+/*
+ * Whether every byte of [@start, @end) is still mapped from the file of
+ * @vma, a mapping being freed, at the same file offsets: @vma was merged
+ * into a neighbour, not unmapped.  False for an anonymous @vma.  The caller
+ * of vm_area_free() holds the mm's mmap_lock, which find_vma() needs.
+ */
+bool sframe_vma_range_kept(const struct vm_area_struct *vma, unsigned long start,
+			   unsigned long end)
+{
+	struct mm_struct *mm = vma->vm_mm;
+	unsigned long bias = vma->vm_start - (vma->vm_pgoff << PAGE_SHIFT);
+
+	if (!vma->vm_file || !rwsem_is_locked(&mm->mmap_lock))
+		return false;
+	while (start < end) {
+		struct vm_area_struct *cur = find_vma(mm, start);
+
+		if (!cur || cur == vma || cur->vm_start > start ||
+		    cur->vm_file != vma->vm_file ||
+		    cur->vm_start - (cur->vm_pgoff << PAGE_SHIFT) != bias)
+			return false;
+		start = cur->vm_end;
+	}
+	return true;
 }
 
 static void sframe_task_work_fn(struct callback_head *head)

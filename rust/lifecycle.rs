@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Registrations that follow the process: `execve()` registers the new
-//! program's and its interpreter's `PT_GNU_SFRAME` sections, and a `fork()`
-//! child starts with its parent's registrations.
+//! program's and its interpreter's `PT_GNU_SFRAME` sections, a `fork()`
+//! child starts with its parent's registrations, an unmapped text loses its
+//! registration and a torn down address space all of them.
 //!
 //! C headers: [`include/trace/events/sched.h`](srctree/include/trace/events/sched.h),
 //! [`include/linux/task_work.h`](srctree/include/linux/task_work.h).
@@ -25,6 +26,21 @@
 //!   A sample taken before then finds no tree for the child and unwinds
 //!   it as an unregistered task.  `CLONE_VM` children share the mm.
 //!
+//! Lifetime: the `exit_mmap` tracepoint reports every address space torn
+//! down, and a watch on `vm_area_free()` (an ftrace hook that redirects
+//! nothing) every mapping freed while the address space has users.  That
+//! is an unmap (`munmap()`, `mremap()`'s source, a mapping replaced) unless
+//! the same file is still mapped there at the same offsets (the mapping was
+//! merged into a neighbour, as `mprotect()` does): a registration whose
+//! text met an unmapped range is retired.  (`remove_vma()`, which only
+//! unmaps call, is inlined into its caller in some builds.)  Both run in
+//! atomic context and leave the locked part to the registry's maintenance
+//! work ([`registry::maintain`]).  Without the teardown probe the module
+//! does not load: it could not tell when an mm's address is free again.
+//! Without the watch (a kernel that renamed `vm_area_free()`) it loads,
+//! said in the log, and an unmapped text's registration stays until it is
+//! unregistered or the process exits.
+//!
 //! Unload: a queued work runs module code, and the kernel exports no way
 //! to cancel one.  But a work always runs soon: a forked child or an
 //! exec'd task runs its works before returning to user space, before a
@@ -38,7 +54,13 @@ use crate::{
         ImageError,
         Layout, //
     },
-    ffi, hooks,
+    ffi,
+    ftrace::{
+        Args,
+        FtraceHook,
+        Redirect, //
+    },
+    hooks,
     registry::{
         self,
         Failure,
@@ -80,52 +102,151 @@ enum Job {
     Fork(Option<registry::Inherited>),
 }
 
-/// The exec and fork probes, for the module's lifetime.
+/// The probes and the unmap watch, for the module's lifetime.
+#[pin_data(PinnedDrop)]
 pub(crate) struct Lifecycle {
+    #[pin]
+    unmap: FtraceHook<UnmapWatch>,
+    /// The teardown probe is registered.
+    teardown: bool,
+    /// The exec and fork probes are registered.
     installed: bool,
 }
 
 impl Lifecycle {
-    /// Installs the probes and turns both switches on.  A kernel without
-    /// the tracepoints leaves them off, said once; loading still succeeds.
-    pub(crate) fn new() -> Self {
-        // SAFETY: Registers the C probes, which call the functions below;
-        // `drop` unregisters them. No preconditions.
-        let ret = unsafe { ffi::sframe_lifecycle_probes_register() };
+    /// Installs the teardown probe (loading fails without it), the unmap
+    /// watch, and the exec and fork probes, and turns the exec and fork
+    /// switches on.  A kernel without the exec and fork tracepoints leaves
+    /// them off, and one without a traceable `vm_area_free()` goes without
+    /// the watch, each said once; loading still succeeds.
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        // SAFETY: Registers the C probe, which calls `sframe_on_exit_mmap`;
+        // `drop` (or the error path below) unregisters it.
+        let ret = unsafe { ffi::sframe_teardown_probe_register() };
         if ret != 0 {
-            pr_warn!(
-                "cannot follow exec and fork (error {}): programs register their sections themselves\n",
+            pr_err!(
+                "cannot follow address-space teardown (exit_mmap tracepoint, error {})\n",
                 ret
             );
-            return Self { installed: false };
         }
-        hooks::make_available(SFRAME_CTL_EXEC | SFRAME_CTL_FORK);
-        Self { installed: true }
+        try_pin_init!(Self {
+            unmap <- FtraceHook::new(),
+            teardown: ret == 0,
+            installed: false,
+        }? Error)
+        .pin_chain(move |mut this| {
+            if ret != 0 {
+                return Err(Error::from_errno(ret));
+            }
+            // SAFETY: `unmap` is a structurally pinned field (`#[pin]`): the
+            // projection keeps it pinned and moves nothing.
+            let unmap = unsafe { this.as_mut().map_unchecked_mut(|l| &mut l.unmap) };
+            if let Err(e) = unmap.install() {
+                pr_warn!(
+                    "cannot watch {} ({:?}): a registration stays after its text is unmapped, until unregistered or exit\n",
+                    UnmapWatch::TARGET,
+                    e
+                );
+            }
+            // SAFETY: Registers the C probes, which call the functions
+            // below; `drop` unregisters them. No preconditions.
+            let ret = unsafe { ffi::sframe_lifecycle_probes_register() };
+            if ret != 0 {
+                pr_warn!(
+                    "cannot follow exec and fork (error {}): programs register their sections themselves\n",
+                    ret
+                );
+                return Ok(());
+            }
+            hooks::make_available(SFRAME_CTL_EXEC | SFRAME_CTL_FORK);
+            // SAFETY: Nothing is moved out: `installed` is not structurally
+            // pinned.
+            unsafe { this.get_unchecked_mut() }.installed = true;
+            Ok(())
+        })
     }
 }
 
-impl Drop for Lifecycle {
-    fn drop(&mut self) {
+#[pinned_drop]
+impl PinnedDrop for Lifecycle {
+    fn drop(self: Pin<&mut Self>) {
         hooks::withdraw(SFRAME_CTL_EXEC | SFRAME_CTL_FORK);
-        if !self.installed {
-            return;
-        }
-        // SAFETY: The probes were registered in `new`. Afterwards no probe
-        // runs, so no work is queued.
-        unsafe { ffi::sframe_lifecycle_probes_unregister() };
-        let mut waited = 0u32;
-        while PENDING.load(Ordering::Acquire) != 0 {
-            if waited == 1000 {
-                pr_warn!("unload waits for tasks that have not run their exec or fork work\n");
+        // SAFETY: Nothing is moved out of `this`: it only reaches the
+        // fields below, and the pinned one is pinned again.
+        let this = unsafe { self.get_unchecked_mut() };
+        if this.installed {
+            // SAFETY: The probes were registered in `new`. Afterwards no
+            // probe runs, so no work is queued.
+            unsafe { ffi::sframe_lifecycle_probes_unregister() };
+            let mut waited = 0u32;
+            while PENDING.load(Ordering::Acquire) != 0 {
+                if waited == 1000 {
+                    pr_warn!("unload waits for tasks that have not run their exec or fork work\n");
+                }
+                waited = waited.saturating_add(1);
+                // SAFETY: Module exit is process context with no lock held.
+                unsafe { ffi::sframe_msleep(10) };
             }
-            waited = waited.saturating_add(1);
-            // SAFETY: Module exit is process context with no lock held.
-            unsafe { ffi::sframe_msleep(10) };
+            // SAFETY: As above. A task between the count's decrement and
+            // the return from the work has not switched voluntarily since.
+            unsafe { ffi::sframe_synchronize_rcu_tasks() };
         }
-        // SAFETY: As above. A task between the count's decrement and the
-        // return from the work has not switched voluntarily since.
-        unsafe { ffi::sframe_synchronize_rcu_tasks() };
+        // SAFETY: `unmap` is a structurally pinned field of a pinned value.
+        unsafe { Pin::new_unchecked(&mut this.unmap) }.uninstall();
+        if this.teardown {
+            // SAFETY: Registered in `new`.  Afterwards the probe does not
+            // run.
+            unsafe { ffi::sframe_teardown_probe_unregister() };
+        }
+        // Neither queues maintenance any more: let a queued one finish.
+        // SAFETY: Process context, no lock held.
+        unsafe { ffi::sframe_maintenance_flush() };
     }
+}
+
+/// The unmap watch on `vm_area_free()`, which frees a mapping taken out of
+/// its address space: unmapped, merged into a neighbour, or never inserted
+/// (an error path), under `mmap_lock`; or torn down by `exit_mmap()` (the
+/// address space has no user left then, and the teardown probe does the
+/// rest).
+struct UnmapWatch;
+
+// SAFETY: `redirect` always returns `None`, and `REDIRECTS` is false.
+unsafe impl Redirect for UnmapWatch {
+    const TARGET: &'static CStr = c"vm_area_free";
+    const REDIRECTS: bool = false;
+
+    fn redirect(args: &Args<'_>) -> Option<usize> {
+        let vma = args.get(0) as *const ffi::vm_area_struct;
+        if vma.is_null() {
+            return None;
+        }
+        let mut mm = core::ptr::null_mut();
+        let (mut start, mut end) = (0, 0);
+        // SAFETY: `vm_area_free()`'s argument is a VMA its caller owns and
+        // frees in this call; its fields are stable until then.
+        if unsafe { ffi::sframe_vma_freed(vma, &mut mm, &mut start, &mut end) } {
+            registry::unmapped(mm.cast(), start, end, |lo, hi| {
+                // SAFETY: As above; the caller holds the mm's `mmap_lock`
+                // (the helper checks that it is locked at all).
+                unsafe { ffi::sframe_vma_range_kept(vma, lo, hi) }
+            });
+        }
+        None
+    }
+}
+
+/// `exit_mmap`, at the end of an address space's teardown.  Preemption is
+/// off, `mmap_lock` held.
+#[no_mangle]
+extern "C" fn sframe_on_exit_mmap(mm: *mut bindings::mm_struct) {
+    registry::torn_down(mm);
+}
+
+/// The registry's maintenance work.  Process context.
+#[no_mangle]
+extern "C" fn sframe_on_maintenance() {
+    registry::maintain();
 }
 
 /// Queues `job` to run in `task`; `None` if it could not be.  The work is

@@ -62,8 +62,8 @@ struct Node<T> {
 pub(crate) unsafe trait TreeValue: Send + Sync {
     /// Whether an erased value is dropped at once, in the process context
     /// that drops its [`Erased`] (for values whose drop must sleep or lock,
-    /// such as a notifier reference), rather than in the RCU callback that
-    /// frees its node.
+    /// such as a reference whose last drop may sleep), rather than in the
+    /// RCU callback that frees its node.
     const DROP_AT_ERASE: bool;
 }
 
@@ -351,6 +351,10 @@ impl<T: TreeValue> Deref for Erased<T> {
 impl<T: TreeValue> Erased<T> {
     /// Takes the value out at once; only the node's memory waits for a
     /// grace period.  Only for values dropped at erase.
+    #[allow(
+        dead_code,
+        reason = "no value of the module is dropped at erase; the KUnit tests' are"
+    )]
     pub(crate) fn into_inner(self) -> T {
         const {
             assert!(

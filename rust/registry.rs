@@ -15,17 +15,21 @@
 //! - A [`Section`] is one registration: a text range of one mm, the copy
 //!   that describes it and the address the copy's offsets are relative to.
 //! - An [`MmState`] holds an mm's sections in an RCU maple tree keyed by
-//!   text range.  It lives in that mm's MMU notifier subscription, so it is
-//!   emptied when the mm is torn down (`release`), and a section whose text
-//!   is unmapped is retired at once (`unmap`: marked dead, erased by the
-//!   next writer).
+//!   text range.  A section whose text is unmapped is retired at once
+//!   ([`unmapped`], from a watch on `vm_area_free()`: marked dead, erased by
+//!   the next writer); an mm torn down ([`torn_down`], from the `exit_mmap`
+//!   tracepoint) or left with no live section is forgotten by the
+//!   maintenance work ([`maintain`]), which holds a reference to a torn
+//!   down `mm_struct` until its entry is gone, so that no new mm takes its
+//!   address meanwhile.  No MMU notifier: one would make every fork of a
+//!   registered process pay for it (`Documentation/design.rst`).
 //! - The module-wide index maps an mm's address to its [`MmState`], in an
 //!   RCU maple tree: [`mm_has_sections`] and [`find_row`] run in NMI
 //!   context with no lock.
 //!
-//! Writers (register, unregister, list, release, unload) serialise on one
-//! mutex, taken after `mmap_lock` when both are held, never from the
-//! `unmap` callback (which may run from reclaim).  Every lookup under it is
+//! Writers (register, unregister, list, maintenance, unload) serialise on
+//! one mutex, taken after `mmap_lock` when both are held, never from the
+//! unmap watch or the teardown probe (atomic context).  Every lookup under it is
 //! O(log n); loops over a process's sections (at most
 //! `max_sections_per_mm`) take the RCU read lock one step at a time and
 //! reschedule between steps.  Readers use RCU only.
@@ -40,11 +44,6 @@
 
 use crate::{
     compat::rcu,
-    mmu_notifier::{
-        MmNotifier,
-        NotifierOps,
-        NotifierRef, //
-    },
     ratelimit::{
         pr_warn_ratelimited,
         Ratelimit, //
@@ -56,8 +55,12 @@ use crate::{
     sframe,
     uapi::*,
 };
-use core::ptr;
+use core::ptr::{
+    self,
+    NonNull, //
+};
 use core::sync::atomic::{
+    fence,
     AtomicBool,
     AtomicPtr,
     AtomicU32,
@@ -68,12 +71,14 @@ use kernel::{
     bindings,
     mm::{
         virt::flags as vm_flags,
+        Mm,
         MmWithUser,
         MmapReadGuard, //
     },
     new_mutex,
     prelude::*,
     sync::{
+        aref::ARef,
         Arc,
         Mutex, //
     },
@@ -121,8 +126,10 @@ static COUNTERS: Counters = Counters {
     failures: [const { AtomicU64::new(0) }; SFRAME_FAIL_COUNT],
 };
 
-/// Fills the registry's part of `SFRAME_IOC_STATS`.
+/// Fills the registry's part of `SFRAME_IOC_STATS`, after what the
+/// maintenance work had still to do (an exit just before counts as done).
 pub(crate) fn fill_stats(s: &mut SframeStats) {
+    maintain();
     let c = &COUNTERS;
     s.sections = c.sections.load(Ordering::Relaxed);
     s.copies = c.copies.load(Ordering::Relaxed);
@@ -184,7 +191,7 @@ struct UserAccount {
     /// The user's real UID (a `kuid_t` value).
     uid: u32,
     /// Registrations alive: raised under the registry lock, lowered when a
-    /// section is retired (possibly from the `unmap` callback, unlocked).
+    /// section is retired (possibly by the unmap watch, unlocked).
     sections: AtomicU32,
     /// Bytes of the user's copies; changed under the registry lock only.
     bytes: AtomicU64,
@@ -253,20 +260,65 @@ unsafe impl TreeValue for Arc<UserAccount> {
 }
 
 /// An address space's registrations.
-#[pin_data]
+///
+/// # Invariants
+///
+/// - `exit_ref` is null or an `mm_struct` reference (`mmgrab`) on the mm at
+///   `mm`, taken when it was torn down: [`maintain`] or unload drops it
+///   after the state has left the index.
+/// - A state leaves the index only with its tree emptied (`drain`), and is
+///   then never inserted again: its last reference, which may be dropped in
+///   an RCU callback, frees an empty tree and nothing else.
+#[pin_data(PinnedDrop)]
 pub(crate) struct MmState {
     #[pin]
     sections: RcuMapleTree<Section>,
+    /// The address of the `mm_struct`: the state's key in the index.
+    mm: usize,
     /// Sections not retired.
     live: AtomicU32,
     /// Sections an unmap retired since the last purge, left in the tree
     /// for it (an overcount only costs a purge that finds nothing).
     retired: AtomicU32,
+    /// The torn down mm, pinned until the state leaves the index.
+    exit_ref: AtomicPtr<Mm>,
+    /// On the maintenance list, or about to be.
+    queued: AtomicBool,
+    /// The next state on the maintenance list.
+    next: AtomicPtr<MmState>,
 }
 
-static OPS: NotifierOps<MmState> = NotifierOps::new();
+// SAFETY: The last reference to a state frees an empty tree (the tree never
+// takes its lock when dropped) and no `mm_struct` reference (type
+// invariants): memory only, which an RCU callback may do.
+unsafe impl TreeValue for Arc<MmState> {
+    const DROP_AT_ERASE: bool = false;
+}
+
+#[pinned_drop]
+impl PinnedDrop for MmState {
+    fn drop(self: Pin<&mut Self>) {
+        // Cannot happen (type invariants); dropping the reference here, in
+        // what may be softirq context, could deadlock: keep the mm instead.
+        if !self.exit_ref.load(Ordering::Relaxed).is_null() {
+            pr_err!("a torn down mm's state freed with the mm still pinned: the mm is leaked\n");
+        }
+    }
+}
 
 impl MmState {
+    fn new(mm: usize) -> impl PinInit<Self, Error> {
+        try_pin_init!(Self {
+            sections <- RcuMapleTree::new(),
+            mm,
+            live: AtomicU32::new(0),
+            retired: AtomicU32::new(0),
+            exit_ref: AtomicPtr::new(ptr::null_mut()),
+            queued: AtomicBool::new(false),
+            next: AtomicPtr::new(ptr::null_mut()),
+        }? Error)
+    }
+
     /// Counts a section of `owner`'s just inserted into the tree: the
     /// reverse of the first half of [`MmState::retire`].
     fn admit(&self, owner: &UserAccount) {
@@ -290,35 +342,123 @@ impl MmState {
         }
         first
     }
-}
 
-impl MmNotifier for MmState {
-    fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(Self {
-            sections <- RcuMapleTree::new(),
-            live: AtomicU32::new(0),
-            retired: AtomicU32::new(0),
-        }? Error)
-    }
-
-    fn release(&self, mm: *const bindings::mm_struct) {
-        if let Some(reg) = registry_process() {
-            reg.release_mm(self, mm);
-        }
-    }
-
-    fn unmap(&self, start: usize, end: usize) {
+    /// Retires the sections whose text meets `[start, end)`, being
+    /// unmapped, unless `kept` says the part they meet is still mapped
+    /// as it was; whether the state was left without a live section by
+    /// it.  Any context but NMI; no lock, no sleep.
+    fn unmap(
+        &self,
+        start: usize,
+        end: usize,
+        kept: impl Fn(usize, usize) -> bool,
+        guard: &rcu::Guard,
+    ) -> bool {
         if end <= start {
-            return;
+            return false;
         }
-        let guard = rcu::Guard::new();
-        self.sections.for_each(start, end - 1, &guard, |s| {
+        let mut emptied = false;
+        self.sections.for_each(start, end - 1, guard, |s| {
+            if s.dead.load(Ordering::Acquire) {
+                return;
+            }
+            let lo = start.max(s.text_start as usize);
+            let hi = end.min(s.text_end as usize);
+            if kept(lo, hi) {
+                return;
+            }
             // Left in the tree for the next writer's purge.
             if self.retire(s) {
                 self.retired.fetch_add(1, Ordering::Relaxed);
+                emptied = self.live.load(Ordering::Relaxed) == 0;
             }
         });
+        emptied
     }
+
+    /// Takes the reference to the torn down mm, if any.
+    fn take_exit_ref(&self) -> Option<ARef<Mm>> {
+        let p = NonNull::new(self.exit_ref.swap(ptr::null_mut(), Ordering::AcqRel))?;
+        // SAFETY: A non-null `exit_ref` is a reference taken with
+        // `ARef::into_raw` (type invariants), given back once: the swap
+        // cleared it.
+        Some(unsafe { ARef::from_raw(p) })
+    }
+}
+
+/// States waiting for [`maintain`], each holding one reference
+/// (`Arc::into_raw`): a lock-free stack, taken whole.
+static MAINTENANCE: AtomicPtr<MmState> = AtomicPtr::new(ptr::null_mut());
+
+/// Puts `state` on the maintenance list (once until the work takes it) and
+/// schedules the work.  Any context but NMI.
+fn queue_maintenance(state: &Arc<MmState>) {
+    // Pairs with the fence in `Registry::maintain`: either the work, taking
+    // the state off the list, sees what the caller did (a section retired,
+    // the mm torn down), or this sees the state off the list.
+    fence(Ordering::SeqCst);
+    if state.queued.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    let raw = Arc::into_raw(state.clone()).cast_mut();
+    let mut head = MAINTENANCE.load(Ordering::Relaxed);
+    loop {
+        state.next.store(head, Ordering::Relaxed);
+        match MAINTENANCE.compare_exchange_weak(head, raw, Ordering::AcqRel, Ordering::Relaxed) {
+            Ok(_) => break,
+            Err(h) => head = h,
+        }
+    }
+    // SAFETY: Schedules a static work item; callable in atomic context.
+    unsafe { crate::ffi::sframe_maintenance_schedule() };
+}
+
+/// The unmap watch: the mapping of `[start, end)` of `mm`, which still has
+/// users, is being freed; `kept(lo, hi)` tells whether `[lo, hi)` is still
+/// mapped as it was (the mapping was merged into another).  Process
+/// context with `mmap_lock` held; must not sleep.
+pub(crate) fn unmapped(
+    mm: *const bindings::mm_struct,
+    start: usize,
+    end: usize,
+    kept: impl Fn(usize, usize) -> bool,
+) {
+    let guard = rcu::Guard::new();
+    let Some(state) = registry(&guard).and_then(|reg| reg.index.load(mm as usize, &guard)) else {
+        return;
+    };
+    if state.unmap(start, end, kept, &guard) {
+        queue_maintenance(state);
+    }
+}
+
+/// The maintenance work: forgets the address spaces torn down, and those
+/// an unmap left without a live section.  Process context.
+pub(crate) fn maintain() {
+    if let Some(reg) = registry_process() {
+        reg.maintain(&mut reg.lock.lock());
+    }
+}
+
+/// The teardown probe: `mm` has been torn down (`exit_mmap()`, preemption
+/// off).  Its state, if any, is forgotten by the maintenance work, with
+/// the `mm_struct` pinned until then.
+pub(crate) fn torn_down(mm: *const bindings::mm_struct) {
+    let guard = rcu::Guard::new();
+    let Some(state) = registry(&guard).and_then(|reg| reg.index.load(mm as usize, &guard)) else {
+        return;
+    };
+    // SAFETY: `exit_mmap()` runs with a reference on the `mm_struct` that
+    // its caller drops after it returns.
+    let pinned = ARef::from(unsafe { Mm::from_raw(mm) });
+    let old = state
+        .exit_ref
+        .swap(ARef::into_raw(pinned).as_ptr(), Ordering::AcqRel);
+    // An mm is torn down once: no reference can have been there.
+    if !old.is_null() {
+        pr_err!("an mm torn down twice: one reference to it is leaked\n");
+    }
+    queue_maintenance(state);
 }
 
 /// Writer state, under [`Registry::lock`].
@@ -332,9 +472,9 @@ struct Shared {
 /// The module-wide registry.
 #[pin_data]
 pub(crate) struct Registry {
-    /// mm address → its state (one reference to its notifier subscription).
+    /// mm address → its state.
     #[pin]
-    index: RcuMapleTree<NotifierRef<MmState>>,
+    index: RcuMapleTree<Arc<MmState>>,
     #[pin]
     lock: Mutex<Shared>,
     /// Copy key → the copy; changed under `lock`.
@@ -369,14 +509,14 @@ pub(crate) fn get() -> Option<&'static Registry> {
     registry_process()
 }
 
-/// The registry, for ioctls, notifier callbacks and exec and fork works.
+/// The registry, for ioctls, the exec and fork works and the maintenance
+/// work.
 fn registry_process() -> Option<&'static Registry> {
     // SAFETY: `RegistryHandle::drop` frees the registry only after the device
     // is gone (an ioctl holds an open file, which pins the module: no ioctl
-    // runs during unload), after the exec and fork works have all run (the
-    // module's `Lifecycle` is dropped before the registry and waits for
-    // them), and after every notifier subscription was put and
-    // `mmu_notifier::synchronize()` returned (no callback runs any more).
+    // runs during unload), and after the exec and fork works and the
+    // maintenance work have all run (the module's `Lifecycle` is dropped
+    // before the registry: it removes what queues them, then waits).
     unsafe { REGISTRY.load(Ordering::Acquire).as_ref() }
 }
 
@@ -884,24 +1024,75 @@ impl Registry {
         state.retired.store(0, Ordering::Relaxed);
     }
 
-    /// The mm whose notifier state is `state` is torn down: forget it.
-    fn release_mm(&self, state: &MmState, mm: *const bindings::mm_struct) {
-        let mut shared = self.lock.lock();
-        self.drain(&mut shared, state);
-        // The index entry holds a reference to the subscription (and so to
-        // the `mm_struct`, which the subscription pins): if erasing it fails
-        // for want of memory, the empty state stays indexed until unload,
-        // and the mm's address cannot be reused meanwhile.
-        match self.index.erase(mm as usize) {
-            Ok(erased) => {
-                drop(shared);
-                drop(erased);
-            }
-            Err(_) => pr_warn_ratelimited!(
-                self.warn,
-                "out of memory at process exit: an empty entry stays until unload\n"
-            ),
+    /// Handles the states on the maintenance list.
+    fn maintain(&self, shared: &mut Shared) {
+        let mut p = MAINTENANCE.swap(ptr::null_mut(), Ordering::AcqRel);
+        while !p.is_null() {
+            // SAFETY: Every pointer on the list came from `Arc::into_raw` in
+            // `queue_maintenance` and is taken off once, here (the swap took
+            // the whole list).
+            let state = unsafe { Arc::from_raw(p) };
+            p = state.next.load(Ordering::Relaxed);
+            state.queued.store(false, Ordering::Relaxed);
+            // Pairs with the fence in `queue_maintenance`: either this sees
+            // what made the state queued again, or that queues it again.
+            fence(Ordering::SeqCst);
+            self.forget(shared, &state);
+            resched();
         }
+    }
+
+    /// Forgets `state` if its mm was torn down or it has no live section
+    /// left: empties it and erases it from the index (unless another state
+    /// took its place since), then drops the pin on a torn down mm.
+    fn forget(&self, shared: &mut Shared, state: &Arc<MmState>) {
+        let exit = state.take_exit_ref();
+        if exit.is_none() && state.live.load(Ordering::Relaxed) != 0 {
+            return;
+        }
+        let indexed = {
+            let guard = rcu::Guard::new();
+            self.index
+                .load(state.mm, &guard)
+                .is_some_and(|s| Arc::ptr_eq(s, state))
+        };
+        if indexed {
+            self.drain(shared, state);
+            if self.index.erase(state.mm).is_err() {
+                // The empty state stays indexed, with the torn down mm
+                // pinned, until the next time or unload.
+                pr_warn_ratelimited!(
+                    self.warn,
+                    "out of memory forgetting an address space: its empty entry stays\n"
+                );
+                if let Some(mm) = exit {
+                    state
+                        .exit_ref
+                        .store(ARef::into_raw(mm).as_ptr(), Ordering::Release);
+                }
+                return;
+            }
+        }
+        // The mm may go now: its address is out of the index.
+        drop(exit);
+    }
+
+    /// The state of `mm`, and whether it is indexed: a new, unindexed one if
+    /// it has none.  Under the registry lock, so it is not forgotten
+    /// meanwhile.
+    fn state_of(&self, _shared: &Shared, mm: &MmWithUser) -> Result<(Arc<MmState>, bool), Failure> {
+        let key = mm.as_raw() as usize;
+        if let Some(state) = self.indexed_state(key) {
+            return Ok((state, true));
+        }
+        let state = Arc::pin_init(MmState::new(key), GFP_KERNEL_ACCOUNT).map_err(|_| FAIL_MEM)?;
+        Ok((state, false))
+    }
+
+    /// The indexed state of the mm at `key`, if any.
+    fn indexed_state(&self, key: usize) -> Option<Arc<MmState>> {
+        let guard = rcu::Guard::new();
+        self.index.load(key, &guard).cloned()
     }
 
     /// Registers `req` for `mm`; returns the handle.
@@ -968,8 +1159,6 @@ impl Registry {
                 "the section's functions lie outside the text range",
             ));
         }
-        let state = NotifierRef::get(&OPS, mm)
-            .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
         let mmap = mm.mmap_read_lock();
         text_is_mapped(&mmap, text_start, text_end)?;
 
@@ -981,6 +1170,9 @@ impl Registry {
                 "module unloading",
             ));
         }
+        // What exited before counts no more against the limits.
+        self.maintain(&mut shared);
+        let (state, indexed) = self.state_of(&shared, mm)?;
         self.purge(&mut shared, &state);
         let owner = &copy.owner;
         self.section_limits(&state, owner)?;
@@ -1024,11 +1216,7 @@ impl Registry {
             });
         }
         state.admit(owner);
-        let key = mm.as_raw() as usize;
-        let indexed = {
-            let guard = rcu::Guard::new();
-            self.index.load(key, &guard).is_some()
-        };
+        let key = state.mm;
         let extra = if indexed {
             Some(state)
         } else if let Err(e) = self.index.insert_range(key, key, state) {
@@ -1072,12 +1260,15 @@ impl Registry {
     /// The child's tree is published whole, after its last section.
     pub(crate) fn adopt(&self, mm: &MmWithUser, inherited: Inherited) {
         let mut entries = inherited.sections;
-        let Ok(state) = NotifierRef::get(&OPS, mm) else {
+        let mmap = mm.mmap_read_lock();
+        let mut shared = self.lock.lock();
+        self.maintain(&mut shared);
+        let Ok((state, indexed)) = self.state_of(&shared, mm) else {
+            drop(shared);
+            drop(mmap);
             self.adopt_failed(entries.len() as u32);
             return;
         };
-        let mmap = mm.mmap_read_lock();
-        let mut shared = self.lock.lock();
         let mut dropped = 0u32;
         let mut added = 0u32;
         for e in entries.drain_all() {
@@ -1108,8 +1299,8 @@ impl Registry {
             added += 1;
             resched();
         }
-        if added > 0 && !self.indexed(mm) {
-            let key = mm.as_raw() as usize;
+        if added > 0 && !indexed {
+            let key = state.mm;
             if let Err(e) = self.index.insert_range(key, key, state) {
                 // Unreachable without the index entry: empty the state, as
                 // `insert` does.
@@ -1197,21 +1388,13 @@ impl Registry {
         }
     }
 
-    /// Whether `mm` is in the index (a hint: it may change at once).
-    fn indexed(&self, mm: &MmWithUser) -> bool {
-        let guard = rcu::Guard::new();
-        self.index.load(mm.as_raw() as usize, &guard).is_some()
-    }
-
     /// Removes one registration of `mm`.
     pub(crate) fn unregister(&self, mm: &MmWithUser, which: Which) -> Result<(), Failure> {
         let not_found = Failure::new(ENOENT, SFRAME_FAIL_NOT_FOUND, "no such registration");
-        if !self.indexed(mm) {
-            return Err(not_found);
-        }
-        let state = NotifierRef::get(&OPS, mm)
-            .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
         let mut shared = self.lock.lock();
+        let Some(state) = self.indexed_state(mm.as_raw() as usize) else {
+            return Err(not_found);
+        };
         let live = |s: &Section| !s.dead.load(Ordering::Acquire);
         let start = match which {
             Which::Addr(a) => {
@@ -1264,12 +1447,10 @@ impl Registry {
     /// user's registrations of the same bytes: copies are per user.
     pub(crate) fn list(&self, mm: &MmWithUser) -> Result<KVec<SframeSectionInfo>, Failure> {
         let mut out = KVec::new();
-        if !self.indexed(mm) {
-            return Ok(out);
-        }
-        let state = NotifierRef::get(&OPS, mm)
-            .map_err(|e| Failure::new(e, SFRAME_FAIL_NOMEM, "cannot watch the address space"))?;
         let mut shared = self.lock.lock();
+        let Some(state) = self.indexed_state(mm.as_raw() as usize) else {
+            return Ok(out);
+        };
         self.purge(&mut shared, &state);
         // Sections are only added under the lock: this is the count.
         let n = state.live.load(Ordering::Relaxed) as usize;
@@ -1327,14 +1508,15 @@ impl Drop for RegistryHandle {
         {
             let mut shared = reg.lock.lock();
             shared.shutting_down = true;
+            // What the maintenance work left: nothing queues more now.
+            reg.maintain(&mut shared);
             reg.index.clear(|erased| {
-                let state = erased.into_inner();
+                let state: Arc<MmState> = (*erased).clone();
                 reg.drain(&mut shared, &state);
-                drop(state);
+                drop(state.take_exit_ref());
+                drop(erased);
             });
         }
-        // No notifier callback (which may use the registry) runs after this.
-        crate::mmu_notifier::synchronize();
         REGISTRY.store(ptr::null_mut(), Ordering::Release);
         // No lock-free reader holds the registry after this.
         rcu::synchronize_rcu();

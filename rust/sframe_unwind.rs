@@ -31,7 +31,6 @@ mod hooks;
 mod ioctl;
 mod lifecycle;
 mod miscdev;
-mod mmu_notifier;
 mod perf;
 mod permission;
 mod ratelimit;
@@ -94,14 +93,15 @@ module! {
 const DEVICE_MODE: u16 = 0o666;
 
 /// Fields drop in declaration order: the hooks first (no unwinder runs
-/// after), then the device (no new ioctl), then the exec and fork probes
-/// (no task work runs after), the registry last.
+/// after), then the device (no new ioctl), then the probes and the unmap
+/// watch (no task work or maintenance runs after), the registry last.
 #[pin_data]
 struct SframeModule {
     #[pin]
     _hooks: hooks::Hooks<unwind::SampleHook, unwind::DeferredHook>,
     #[pin]
     _device: MiscDeviceWithMode<SframeDevice>,
+    #[pin]
     _lifecycle: lifecycle::Lifecycle,
     _registry: registry::RegistryHandle,
 }
@@ -128,7 +128,7 @@ impl kernel::InPlaceModule for SframeModule {
         try_pin_init!(Self {
             _registry: registry::RegistryHandle::new(limits)?,
             // Registers from the next exec or fork on.
-            _lifecycle: lifecycle::Lifecycle::new(),
+            _lifecycle <- lifecycle::Lifecycle::new(),
             _device <- MiscDeviceWithMode::register(
                 MiscDeviceOptions { name: c"sframe" },
                 DEVICE_MODE,

@@ -6,8 +6,6 @@
 #include <linux/types.h>
 
 struct mm_struct;
-struct mmu_notifier;
-struct mmu_notifier_ops;
 struct ratelimit_state;
 
 /* current->mm, or NULL for kernel threads. */
@@ -35,10 +33,6 @@ unsigned long sframe_task_size_max(void);
 
 /* ratelimit_state_init() with the interval in milliseconds. */
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst);
-
-/* mmu_notifier_get(): takes mmap_lock for writing; may sleep. */
-struct mmu_notifier *sframe_mmu_notifier_get(const struct mmu_notifier_ops *ops,
-					     struct mm_struct *mm);
 
 /* cond_resched() is a macro. */
 void sframe_cond_resched(void);
@@ -83,9 +77,24 @@ int sframe_task_work_add(struct task_struct *task, struct callback_head *head);
 unsigned long sframe_mm_auxv(struct mm_struct *mm, unsigned long type);
 bool sframe_current_exiting(void);
 void sframe_msleep(unsigned int ms);
-/* Implemented in Rust, called by the C probes and the task work. */
+
+/* Address-space lifetime (rust/registry.rs, rust/lifecycle.rs). */
+struct vm_area_struct;
+
+int sframe_teardown_probe_register(void);
+void sframe_teardown_probe_unregister(void);
+void sframe_maintenance_schedule(void);
+void sframe_maintenance_flush(void);
+bool sframe_vma_freed(const struct vm_area_struct *vma, struct mm_struct **mm,
+		      unsigned long *start, unsigned long *end);
+bool sframe_vma_range_kept(const struct vm_area_struct *vma, unsigned long start,
+			   unsigned long end);
+
+/* Implemented in Rust, called by the C probes and works. */
 void sframe_on_fork(struct mm_struct *parent_mm, struct task_struct *child);
 void sframe_on_exec(void);
 void sframe_on_task_work(struct callback_head *head);
+void sframe_on_exit_mmap(struct mm_struct *mm);
+void sframe_on_maintenance(void);
 
 #endif

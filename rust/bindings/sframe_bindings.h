@@ -9,7 +9,6 @@
 #include <linux/ftrace.h>
 #include <linux/maple_tree.h>
 #include <linux/mm.h>
-#include <linux/mmu_notifier.h>
 #include <linux/perf_event.h>
 #include <linux/random.h>
 #include <linux/rcupdate.h>
