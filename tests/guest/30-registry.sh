@@ -17,6 +17,7 @@ check "insmod (exec and fork registration off)" insmod_ioctl_only
 check "register, list and remove the program's own .sframe" "$R" self
 check "each errno (EINVAL, EFAULT, E2BIG, EEXIST, ENOENT, ENOTTY)" "$R" errno
 check "munmap or MAP_FIXED over registered text drops it" "$R" munmap
+check "file-backed text: kept through mprotect(), dropped when unmapped, moved or replaced" "$R" munmap-file
 check "exec registration off: the new image has no registrations" "$R" exec
 check "fork inheritance off: the child starts empty" "$R" fork
 # Other processes: a set-user-ID-root copy of the program checks that a

@@ -483,6 +483,60 @@ static int case_munmap(void)
 	return 0;
 }
 
+/*
+ * File-backed text: a registration stays while the same file is mapped
+ * there at the same offsets (mprotect() splits the mapping and merges it
+ * back, which frees mappings), and goes when the text is unmapped, moved,
+ * or replaced by another file's mapping.
+ */
+static int case_munmap_file(void)
+{
+	struct object o = self();
+	size_t size = ((o.text_end - o.text) + 3 * 4096) & ~4095UL;
+	int fd = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	int other = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+	uint8_t *x, *y;
+	uint64_t delta, h;
+	int round;
+
+	check(fd >= 0 && other >= 0, "open /proc/self/exe");
+	for (round = 0; round < 4; round++) {
+		x = mmap(NULL, size, PROT_READ | PROT_EXEC, MAP_PRIVATE, fd, 0);
+		check(x != MAP_FAILED, "mmap the program");
+		delta = (uintptr_t)x + (o.text & 4095) - o.text;
+		expect(reg_raw(-1, (void *)(uintptr_t)o.sframe, o.sframe_len, o.sframe + delta,
+			       o.text + delta, o.text_end + delta, &h), 0, "register a mapped copy");
+		/* Split in three, then merged back: mappings are freed. */
+		check(!mprotect(x + 4096, 4096, PROT_READ), "mprotect read-only");
+		check(!mprotect(x + 4096, 4096, PROT_READ | PROT_EXEC), "mprotect back");
+		check(!mprotect(x, size, PROT_READ), "mprotect all read-only");
+		check(!mprotect(x, size, PROT_READ | PROT_EXEC), "mprotect all back");
+		expect(count_sections(), 1, "listed after mprotect() splits and merges");
+		if (round == 0) {
+			check(!munmap(x + 4096, 4096), "partial munmap");
+		} else if (round == 1) {
+			/* The same file through another open file, at the same offsets. */
+			check(mmap(x, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, other, 0) == x,
+			      "MAP_FIXED of another file");
+		} else if (round == 2) {
+			/* The same file, shifted by a page. */
+			check(mmap(x, size, PROT_READ | PROT_EXEC, MAP_PRIVATE | MAP_FIXED, fd, 4096) == x,
+			      "MAP_FIXED at another offset");
+		} else {
+			y = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+			check(y != MAP_FAILED, "reserve");
+			check(mremap(x, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, y) == y, "mremap");
+			x = y;
+		}
+		expect(count_sections(), 0, "listed after unmap");
+		expect(unreg_handle(-1, h), -ENOENT, "unregister after unmap");
+		munmap(x, size);
+	}
+	close(fd);
+	close(other);
+	return 0;
+}
+
 /* After exec the new image has no registrations. */
 static int case_exec(void)
 {
@@ -1139,6 +1193,8 @@ int main(int argc, char **argv)
 		return case_limits();
 	if (!strcmp(what, "munmap"))
 		return case_munmap();
+	if (!strcmp(what, "munmap-file"))
+		return case_munmap_file();
 	if (!strcmp(what, "exec"))
 		return case_exec();
 	if (!strcmp(what, "expect-none"))
