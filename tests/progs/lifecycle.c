@@ -16,6 +16,10 @@
  *                                      .. libmany50.so); checks children and
  *                                      counters (not with bench, which leaves
  *                                      /dev/sframe alone), prints the time
+ *   lifecycle forkloop N DIR bench-unregistered
+ *                                      the same with bench, after removing
+ *                                      every registration of the process: a
+ *                                      baseline of the same size without any
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -256,6 +260,29 @@ static struct sframe_stats stats(void)
 	return st;
 }
 
+/*
+ * What a fork copies and an exit frees, besides registrations: the
+ * process's anonymous memory (kB) and its mappings.
+ */
+static void footprint(long *rss_anon_kb, long *vmas)
+{
+	char line[512];
+	FILE *f = fopen("/proc/self/status", "r");
+
+	*rss_anon_kb = *vmas = -1;
+	while (f && fgets(line, sizeof(line), f))
+		sscanf(line, "RssAnon: %ld", rss_anon_kb);
+	if (f)
+		fclose(f);
+	f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return;
+	*vmas = 0;
+	while (fgets(line, sizeof(line), f))
+		*vmas += strchr(line, '\n') != NULL;
+	fclose(f);
+}
+
 static int forkloop(long cycles, const char *dir, int bench)
 {
 	struct sframe_section_info s[MAX_SECTIONS];
@@ -269,14 +296,26 @@ static int forkloop(long cycles, const char *dir, int bench)
 		if (!dlopen(path, RTLD_NOW))
 			fprintf(stderr, "lifecycle: dlopen %s: %s\n", path, dlerror()), exit(2);
 	}
+	if (bench == 2) {
+		n = list(s);
+		for (int i = 0; i < n; i++) {
+			struct sframe_unregister u;
+
+			memset(&u, 0, sizeof(u));
+			u.size = sizeof(u);
+			u.handle = s[i].handle;
+			if (ioctl(open_dev(), SFRAME_IOC_UNREGISTER, &u))
+				die("SFRAME_IOC_UNREGISTER");
+		}
+		CHECK(list(s) == 0, "registrations left");
+	}
 	n = bench ? -1 : list(s);
 	if (!bench)
 		before = stats();
 	t0 = now();
 	/*
-	 * Up to IN_FLIGHT children at once: a registered process's exit waits
-	 * for an SRCU grace period (the MMU notifier's release), which would
-	 * otherwise dominate a serial loop under TCG.
+	 * Up to IN_FLIGHT children at once, so that the parent's fork() and
+	 * its children's exits overlap, as in a pre-forking server.
 	 */
 	for (long i = 0; i < cycles; i++) {
 		double f0;
@@ -306,8 +345,11 @@ static int forkloop(long cycles, const char *dir, int bench)
 		CHECK(wait_ok(-1), "a child did not see its parent's registrations");
 	t = now() - t0;
 	if (bench) {
-		printf("%ld fork/exit cycles: fork %.1f us cycle %.1f us\n", cycles,
-		       t_fork / cycles * 1e6, t / cycles * 1e6);
+		long rss, vmas;
+
+		footprint(&rss, &vmas);
+		printf("%ld fork/exit cycles: fork %.1f us cycle %.1f us, parent: anonymous %ld kB, %ld mappings\n",
+		       cycles, t_fork / cycles * 1e6, t / cycles * 1e6, rss, vmas);
 		return 0;
 	}
 	after = stats();
@@ -333,7 +375,9 @@ int main(int argc, char **argv)
 		return independence();
 	if (!strcmp(what, "forkloop"))
 		return forkloop(argc > 2 ? atol(argv[2]) : 1000, argc > 3 ? argv[3] : NULL,
-				argc > 4 && !strcmp(argv[4], "bench"));
+				argc <= 4 ? 0 :
+				!strcmp(argv[4], "bench") ? 1 :
+				!strcmp(argv[4], "bench-unregistered") ? 2 : 0);
 	fprintf(stderr, "lifecycle: unknown command %s\n", what);
 	return 2;
 }
