@@ -23,10 +23,17 @@
 //! the RCU callback after a grace period.  The tree itself never takes its
 //! lock when dropped, so it may be dropped from an RCU callback; it must be
 //! empty by then (see [`RcuMapleTree::clear`]).
+//!
+//! [`RcuSlot`] holds one optional value by the same rules: read without a
+//! lock, released after a grace period once taken out.
 
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ops::Deref;
+use core::sync::atomic::{
+    AtomicPtr,
+    Ordering, //
+};
 use kernel::{
     bindings,
     error::to_result,
@@ -43,6 +50,24 @@ struct Node<T> {
     /// The next node of a list being taken out of the tree by `clear`.
     link: *mut Node<T>,
     value: ManuallyDrop<T>,
+}
+
+impl<T> Node<T> {
+    /// A node holding `value`, charged to the caller's memory cgroup; the
+    /// value is handed back if there is no memory.
+    fn new_boxed(value: T) -> Result<KBox<Self>, T> {
+        match KBox::<Self>::new_uninit(GFP_KERNEL_ACCOUNT) {
+            Ok(slot) => Ok(KBox::write(
+                slot,
+                Node {
+                    rcu: Opaque::uninit(),
+                    link: core::ptr::null_mut(),
+                    value: ManuallyDrop::new(value),
+                },
+            )),
+            Err(_) => Err(value),
+        }
+    }
 }
 
 /// What an [`RcuMapleTree`] may hold, and where an erased value is dropped.
@@ -126,16 +151,9 @@ impl<T: TreeValue> RcuMapleTree<T> {
                 error: EINVAL,
             });
         }
-        let node = match KBox::<Node<T>>::new_uninit(GFP_KERNEL_ACCOUNT) {
-            Ok(slot) => KBox::write(
-                slot,
-                Node {
-                    rcu: Opaque::uninit(),
-                    link: core::ptr::null_mut(),
-                    value: ManuallyDrop::new(value),
-                },
-            ),
-            Err(_) => {
+        let node = match Node::new_boxed(value) {
+            Ok(node) => node,
+            Err(value) => {
                 return Err(InsertError {
                     value,
                     error: ENOMEM,
@@ -437,4 +455,72 @@ unsafe extern "C" fn free_node_memory<T: TreeValue>(head: *mut bindings::callbac
     // SAFETY: As in `free_node`; `ManuallyDrop` keeps the moved-out value
     // from being dropped again.
     drop(unsafe { KBox::from_raw(head.cast::<Node<T>>()) });
+}
+
+/// One optional value, readable under RCU from any context (NMI included):
+/// a writer sets it, readers borrow it for as long as their guard lives,
+/// and a writer takes it out as an [`Erased`], which releases it after a
+/// grace period.  Writers are serialised by the caller.
+///
+/// # Invariants
+///
+/// `node` is null or a pointer from `KBox::<Node<T>>::into_raw`, owned by
+/// the slot; a node leaves the slot only as an `Erased`.
+pub(crate) struct RcuSlot<T: TreeValue> {
+    node: AtomicPtr<Node<T>>,
+}
+
+// SAFETY: As for the tree: the slot owns a `T` and lends `&T` to readers on
+// any CPU.
+unsafe impl<T: TreeValue> Send for RcuSlot<T> {}
+// SAFETY: As above; writers are serialised by the caller.
+unsafe impl<T: TreeValue> Sync for RcuSlot<T> {}
+
+impl<T: TreeValue> RcuSlot<T> {
+    /// An empty slot.
+    pub(crate) const fn new() -> Self {
+        Self {
+            node: AtomicPtr::new(core::ptr::null_mut()),
+        }
+    }
+
+    /// Puts `value` into the slot, which must be empty: the value is handed
+    /// back if it is not, or if there is no memory.  Readers see the value
+    /// whole.  Process context.
+    pub(crate) fn set(&self, value: T) -> Result<(), T> {
+        if !self.node.load(Ordering::Relaxed).is_null() {
+            return Err(value);
+        }
+        let node = Node::new_boxed(value)?;
+        // INVARIANT: The slot owns the node from here.
+        self.node.store(KBox::into_raw(node), Ordering::Release);
+        Ok(())
+    }
+
+    /// The value, borrowed for as long as the RCU read lock `_guard` is
+    /// held.
+    pub(crate) fn get<'a>(&'a self, _guard: &'a rcu::Guard) -> Option<&'a T> {
+        // SAFETY: By the type invariants a non-null pointer is a live node,
+        // freed only after a grace period following its removal, which
+        // `_guard` holds off.
+        unsafe { self.node.load(Ordering::Acquire).as_ref() }.map(|node| &*node.value)
+    }
+
+    /// Takes the value out; readers that found it may use it until a grace
+    /// period has elapsed, and dropping the [`Erased`] releases it after
+    /// one (see [`TreeValue`]).
+    pub(crate) fn take(&self) -> Option<Erased<T>> {
+        let node = self.node.swap(core::ptr::null_mut(), Ordering::AcqRel);
+        if node.is_null() {
+            return None;
+        }
+        // INVARIANT: The swap gave the node to this caller alone.
+        Some(Erased { node })
+    }
+}
+
+impl<T: TreeValue> Drop for RcuSlot<T> {
+    fn drop(&mut self) {
+        drop(self.take());
+    }
 }

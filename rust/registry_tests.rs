@@ -9,6 +9,7 @@ use kernel::prelude::*;
 mod rcu_maple_tests {
     use crate::rcu_maple::{
         RcuMapleTree,
+        RcuSlot,
         TreeValue, //
     };
     use core::sync::atomic::{
@@ -96,6 +97,37 @@ mod rcu_maple_tests {
         drop(g);
         // A tree must be emptied before it is dropped.
         t.clear(drop);
+        Ok(())
+    }
+
+    /// A slot holds one value, lends it under RCU, and releases it after a
+    /// grace period once taken out, or when dropped full.
+    #[test]
+    fn slot_set_get_take() -> Result {
+        // Values earlier tests erased are dropped after a grace period.
+        rcu::rcu_barrier();
+        let drops = DROPS.load(Ordering::Relaxed);
+        let slot = RcuSlot::<Value>::new();
+        {
+            let g = rcu::Guard::new();
+            assert!(slot.get(&g).is_none());
+        }
+        assert!(slot.set(Value(7)).is_ok());
+        // Full: the value comes back.
+        assert_eq!(slot.set(Value(8)).err().map(|v| v.0), Some(8));
+        {
+            let g = rcu::Guard::new();
+            assert_eq!(slot.get(&g).map(|v| v.0), Some(7));
+        }
+        let taken = slot.take();
+        assert_eq!(taken.as_ref().map(|v| v.0), Some(7));
+        assert!(slot.take().is_none());
+        drop(taken);
+        assert!(slot.set(Value(9)).is_ok());
+        drop(slot);
+        rcu::rcu_barrier();
+        // Values 8 (handed back), 7 (taken) and 9 (dropped with the slot).
+        assert_eq!(DROPS.load(Ordering::Relaxed) - drops, 3);
         Ok(())
     }
 
