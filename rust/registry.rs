@@ -35,11 +35,16 @@
 //! reschedule between steps.  Readers use RCU only.
 //!
 //! Memory: copies, sections, tree nodes and accounts are charged to the
-//! registering task's memory cgroup (`GFP_KERNEL_ACCOUNT`).
+//! registering task's memory cgroup (`GFP_KERNEL_ACCOUNT`); a fork's
+//! snapshot (`GFP_ATOMIC`, in the fork path) is not, but its size is
+//! bounded by the section limits like the rest.
 //!
 //! Fork: [`snapshot`] takes the parent's live sections (references to their
-//! copies) lock-free in the fork path, and [`Registry::adopt`] gives them to
-//! the child under the lock before its first return to user space; see
+//! copies) lock-free in the fork path, into one sorted array, and
+//! [`Registry::adopt`] makes that array the child's adopted set under the
+//! lock before its first return to user space: a section the child
+//! registers later goes into its tree, a section it unregisters (or
+//! unmaps) of the set is retired in place; see
 //! `rust/lifecycle.rs`.
 
 use crate::{
@@ -50,6 +55,7 @@ use crate::{
     },
     rcu_maple::{
         RcuMapleTree,
+        RcuSlot,
         TreeValue, //
     },
     sframe,
@@ -259,6 +265,42 @@ unsafe impl TreeValue for Arc<UserAccount> {
     const DROP_AT_ERASE: bool = false;
 }
 
+/// The registrations a fork child took from its parent in one step
+/// ([`Registry::adopt`]): sorted by text and not overlapping, never changed
+/// once the state is published but for the sections' `dead` flags.  Each
+/// section holds a use of its copy until the set is emptied
+/// ([`Registry::drain`]), retired or not: its bytes stay charged while the
+/// set holds them.
+struct AdoptedSet {
+    sections: KVec<Section>,
+}
+
+// SAFETY: Dropping the set drops its sections, which frees memory only (as
+// for `Section`).
+unsafe impl TreeValue for AdoptedSet {
+    const DROP_AT_ERASE: bool = false;
+}
+
+impl AdoptedSet {
+    /// The section whose text contains `pc`, retired or not.
+    fn find(&self, pc: u64) -> Option<&Section> {
+        let i = self.sections.partition_point(|s| s.text_start <= pc);
+        self.sections
+            .get(i.checked_sub(1)?)
+            .filter(|s| s.covers(pc))
+    }
+
+    /// The sections whose text meets `[start, end)`, retired or not.
+    fn meeting(&self, start: u64, end: u64) -> impl Iterator<Item = &Section> {
+        let i = self.sections.partition_point(|s| s.text_end <= start);
+        self.sections
+            .get(i..)
+            .unwrap_or(&[])
+            .iter()
+            .take_while(move |s| s.text_start < end)
+    }
+}
+
 /// An address space's registrations.
 ///
 /// # Invariants
@@ -266,13 +308,18 @@ unsafe impl TreeValue for Arc<UserAccount> {
 /// - `exit_ref` is null or an `mm_struct` reference (`mmgrab`) on the mm at
 ///   `mm`, taken when it was torn down: [`maintain`] or unload drops it
 ///   after the state has left the index.
-/// - A state leaves the index only with its tree emptied (`drain`), and is
-///   then never inserted again: its last reference, which may be dropped in
-///   an RCU callback, frees an empty tree and nothing else.
+/// - A state leaves the index only with its tree and its adopted set
+///   emptied (`drain`), and is then never inserted again: its last
+///   reference, which may be dropped in an RCU callback, frees an empty
+///   tree and nothing else.
+/// - The live sections of the tree and of the adopted set do not overlap.
 #[pin_data(PinnedDrop)]
 pub(crate) struct MmState {
     #[pin]
     sections: RcuMapleTree<Section>,
+    /// What a fork child adopted in one step, set before the state enters
+    /// the index.
+    adopted: RcuSlot<AdoptedSet>,
     /// The address of the `mm_struct`: the state's key in the index.
     mm: usize,
     /// Sections not retired.
@@ -310,6 +357,7 @@ impl MmState {
     fn new(mm: usize) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             sections <- RcuMapleTree::new(),
+            adopted: RcuSlot::new(),
             mm,
             live: AtomicU32::new(0),
             retired: AtomicU32::new(0),
@@ -358,7 +406,7 @@ impl MmState {
             return false;
         }
         let mut emptied = false;
-        self.sections.for_each(start, end - 1, guard, |s| {
+        let mut visit = |s: &Section| {
             if s.dead.load(Ordering::Acquire) {
                 return;
             }
@@ -367,12 +415,17 @@ impl MmState {
             if kept(lo, hi) {
                 return;
             }
-            // Left in the tree for the next writer's purge.
+            // Left in the tree for the next writer's purge (or in the set
+            // until it is emptied).
             if self.retire(s) {
                 self.retired.fetch_add(1, Ordering::Relaxed);
                 emptied = self.live.load(Ordering::Relaxed) == 0;
             }
-        });
+        };
+        self.sections.for_each(start, end - 1, guard, &mut visit);
+        if let Some(set) = self.adopted.get(guard) {
+            set.meeting(start as u64, end as u64).for_each(visit);
+        }
         emptied
     }
 
@@ -554,6 +607,22 @@ impl Section {
     fn covers(&self, pc: u64) -> bool {
         (self.text_start..self.text_end).contains(&pc)
     }
+
+    /// What `SFRAME_IOC_LIST` says of the section.
+    fn info(&self) -> SframeSectionInfo {
+        SframeSectionInfo {
+            handle: self.handle,
+            text_start: self.text_start,
+            text_end: self.text_end,
+            sframe_addr: self.sframe_addr,
+            sframe_len: self.copy.bytes.len() as u64,
+            kernel_bytes: self.copy.bytes.capacity() as u64,
+            version: self.copy.info.version,
+            num_fdes: self.copy.info.num_fdes,
+            shared: self.copy.users.load(Ordering::Relaxed).saturating_sub(1),
+            flags: self.flags,
+        }
+    }
 }
 
 impl<'g> WalkRows<'g> {
@@ -563,10 +632,12 @@ impl<'g> WalkRows<'g> {
         pc: u64,
         guard: &'g rcu::Guard,
     ) -> Option<(&'g Section, sframe::Section<'g>)> {
-        let s = state.sections.load(usize::try_from(pc).ok()?, guard)?;
-        if s.dead.load(Ordering::Acquire) {
-            return None;
-        }
+        let live = |s: &&'g Section| !s.dead.load(Ordering::Acquire);
+        let s = state
+            .sections
+            .load(usize::try_from(pc).ok()?, guard)
+            .filter(live)
+            .or_else(|| state.adopted.get(guard)?.find(pc).filter(live))?;
         // Validated at registration: parsing cannot fail; if it did, the
         // section gives no rows.
         let parsed = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
@@ -604,21 +675,11 @@ pub(crate) fn with_walk_rows<R>(
     })
 }
 
-/// One of a parent's registrations, for its fork child.
-struct InheritedSection {
-    handle: u64,
-    text_start: u64,
-    text_end: u64,
-    sframe_addr: u64,
-    flags: u32,
-    /// A reference only: the copy's user count is raised when the child
-    /// adopts it, under the lock.
-    copy: Arc<SectionCopy>,
-}
-
-/// A parent's live registrations at fork, for the child.
+/// A parent's live registrations at fork, for the child: sorted by text.
+/// Their copies are referenced, but their uses not counted: the child
+/// counts them when it adopts them, under the lock.
 pub(crate) struct Inherited {
-    sections: KVec<InheritedSection>,
+    sections: KVec<Section>,
 }
 
 /// The live registrations of `parent` at this instant, or `None` if it has
@@ -644,21 +705,33 @@ pub(crate) fn snapshot(parent: *const bindings::mm_struct) -> Option<Inherited> 
         );
         return None;
     };
-    state.sections.for_each(0, usize::MAX, &guard, |s| {
+    let take = |sections: &mut KVec<Section>, s: &Section| {
         if s.dead.load(Ordering::Acquire) {
             return;
         }
         // More sections than counted (a concurrent register): the rest
         // are left out, as if registered after the fork.
-        let _ = sections.push_within_capacity(InheritedSection {
+        let _ = sections.push_within_capacity(Section {
             handle: s.handle,
             text_start: s.text_start,
             text_end: s.text_end,
             sframe_addr: s.sframe_addr,
-            flags: s.flags | SFRAME_SECTION_INHERITED,
             copy: s.copy.clone(),
+            flags: s.flags | SFRAME_SECTION_INHERITED,
+            dead: AtomicBool::new(false),
         });
-    });
+    };
+    state
+        .sections
+        .for_each(0, usize::MAX, &guard, |s| take(&mut sections, s));
+    if let Some(set) = state.adopted.get(&guard) {
+        let from_tree = sections.len();
+        set.sections.iter().for_each(|s| take(&mut sections, s));
+        // Both sorted: merged only if both gave some.
+        if from_tree > 0 && sections.len() > from_tree {
+            sections.sort_unstable_by_key(|s| s.text_start);
+        }
+    }
     Some(Inherited { sections })
 }
 
@@ -732,6 +805,28 @@ fn text_is_mapped(mmap: &MmapReadGuard<'_>, start: usize, end: usize) -> Result<
         addr = vma.end();
     }
     Ok(())
+}
+
+/// `EEXIST` for `req`, whose text overlaps that of `existing`.  A loader
+/// registering what the module registered at exec (the program, the
+/// interpreter), or the module at exec finding what a daemon registered
+/// first, is normal: not logged.
+fn overlap_failure(existing: Option<&Section>, req: &RegisterRequest) -> Failure {
+    let overlap = Failure::new(
+        EEXIST,
+        SFRAME_FAIL_OVERLAP,
+        "text overlaps a registered range",
+    );
+    match existing {
+        Some(s)
+            if (s.flags | req.flags) & SFRAME_SECTION_EXEC != 0
+                && s.text_start == req.text_start
+                && s.text_end == req.text_end =>
+        {
+            overlap.quiet()
+        }
+        _ => overlap,
+    }
 }
 
 fn limit(reason: &'static str) -> Failure {
@@ -1014,13 +1109,21 @@ impl Registry {
         }
     }
 
-    /// Erases every section of `state`; cannot fail.
+    /// Erases every section of `state`, of the tree and of the adopted
+    /// set; cannot fail.
     fn drain(&self, shared: &mut Shared, state: &MmState) {
         state.sections.clear(|s| {
             state.retire(&s);
             self.put_copy(shared, &s.copy);
             resched();
         });
+        if let Some(set) = state.adopted.take() {
+            for s in set.sections.iter() {
+                state.retire(s);
+                self.put_copy(shared, &s.copy);
+                resched();
+            }
+        }
         state.retired.store(0, Ordering::Relaxed);
     }
 
@@ -1176,6 +1279,16 @@ impl Registry {
         self.purge(&mut shared, &state);
         let owner = &copy.owner;
         self.section_limits(&state, owner)?;
+        {
+            let guard = rcu::Guard::new();
+            let adopted = state.adopted.get(&guard).and_then(|set| {
+                set.meeting(req.text_start, req.text_end)
+                    .find(|s| !s.dead.load(Ordering::Acquire))
+            });
+            if let Some(s) = adopted {
+                return Err(overlap_failure(Some(s), req));
+            }
+        }
         let handle = shared.next_handle;
         let section = Section {
             handle,
@@ -1191,26 +1304,8 @@ impl Registry {
             .insert_range(text_start, text_end - 1, section)
         {
             return Err(if e.error == EEXIST {
-                let overlap = Failure::new(
-                    EEXIST,
-                    SFRAME_FAIL_OVERLAP,
-                    "text overlaps a registered range",
-                );
-                // A loader registering what the module registered at exec
-                // (the program, the interpreter), or the module at exec
-                // finding what a daemon registered first, is normal: not
-                // logged.
                 let guard = rcu::Guard::new();
-                match state.sections.load(text_start, &guard) {
-                    Some(s)
-                        if (s.flags | req.flags) & SFRAME_SECTION_EXEC != 0
-                            && s.text_start == req.text_start
-                            && s.text_end == req.text_end =>
-                    {
-                        overlap.quiet()
-                    }
-                    _ => overlap,
-                }
+                overlap_failure(state.sections.load(text_start, &guard), req)
             } else {
                 Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot insert the section")
             });
@@ -1257,9 +1352,11 @@ impl Registry {
     /// its bytes), the same handles, charged to the same limits.  A section
     /// that cannot be adopted is left out, said in the log; the child then
     /// falls back to frame pointers there, as an unregistered task would.
-    /// The child's tree is published whole, after its last section.
+    /// The sections become the child's adopted set, the snapshot's own
+    /// array, in one step: no allocation or tree store per section.  The
+    /// child's state is published whole, after its last section.
     pub(crate) fn adopt(&self, mm: &MmWithUser, inherited: Inherited) {
-        let mut entries = inherited.sections;
+        let entries = inherited.sections;
         let mmap = mm.mmap_read_lock();
         let mut shared = self.lock.lock();
         self.maintain(&mut shared);
@@ -1269,49 +1366,26 @@ impl Registry {
             self.adopt_failed(entries.len() as u32);
             return;
         };
-        let mut dropped = 0u32;
-        let mut added = 0u32;
-        for e in entries.drain_all() {
-            if shared.shutting_down {
-                dropped += 1;
-                continue;
-            }
-            // Use counts change under the lock only: a copy still used is
-            // used once more, a dead one (the parent let go of it since the
-            // fork) is taken again.
-            let copy = if e.copy.users.load(Ordering::Relaxed) != 0 {
-                e.copy.users.fetch_add(1, Ordering::Relaxed);
-                e.copy.clone()
-            } else {
-                match self.revive(&mut shared, &e.copy) {
-                    Ok(c) => c,
-                    Err(_) => {
-                        dropped += 1;
-                        continue;
-                    }
-                }
-            };
-            if self.adopt_one(&mmap, &state, &e, &copy).is_err() {
-                self.put_copy(&mut shared, &copy);
-                dropped += 1;
-                continue;
-            }
-            added += 1;
-            resched();
-        }
+        // A child's state is new but where something registered for it
+        // first (a daemon, through its PID): then one section at a time.
+        let (added, mut dropped) = if indexed {
+            self.adopt_into_tree(&mut shared, &mmap, &state, entries)
+        } else {
+            self.adopt_as_set(&mut shared, &mmap, &state, entries)
+        };
         if added > 0 && !indexed {
             let key = state.mm;
             if let Err(e) = self.index.insert_range(key, key, state) {
-                // Unreachable without the index entry: empty the state, as
-                // `insert` does.
+                // Unreachable without the index entry: empty the state.
                 let state = e.value;
-                state.sections.clear(|s| {
-                    state.retire(&s);
-                    // Never counted as registered.
-                    COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
-                    COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
-                    self.put_copy(&mut shared, &s.copy);
-                });
+                state
+                    .sections
+                    .clear(|s| self.unadmit(&mut shared, &state, &s));
+                if let Some(set) = state.adopted.take() {
+                    for s in set.sections.iter() {
+                        self.unadmit(&mut shared, &state, s);
+                    }
+                }
                 dropped += added;
                 drop(shared);
                 drop(mmap);
@@ -1331,35 +1405,128 @@ impl Registry {
         self.adopt_failed(dropped);
     }
 
-    /// Inserts one inherited section into the child's `state`, its copy's
-    /// use already counted.  Under the lock and the child's `mmap_lock`.
-    fn adopt_one(
+    /// Gives the child's new `state` the `entries` as its adopted set, in
+    /// one allocation whatever their number; the sections added and left
+    /// out.  Under the lock and the child's `mmap_lock`.
+    fn adopt_as_set(
+        &self,
+        shared: &mut Shared,
+        mmap: &MmapReadGuard<'_>,
+        state: &MmState,
+        mut entries: KVec<Section>,
+    ) -> (u32, u32) {
+        let mut dropped = 0u32;
+        // An entry left out is marked dead here, with no use of its copy
+        // counted, and removed below.
+        for e in entries.iter_mut() {
+            let taken = !shared.shutting_down && self.take_use(shared, e);
+            if taken && self.may_adopt(mmap, state, e).is_ok() {
+                state.admit(&e.copy.owner);
+            } else {
+                if taken {
+                    self.put_copy(shared, &e.copy);
+                }
+                *e.dead.get_mut() = true;
+                dropped += 1;
+            }
+            resched();
+        }
+        entries.retain(|e| !e.dead.load(Ordering::Relaxed));
+        let added = entries.len() as u32;
+        if added == 0 {
+            return (0, dropped);
+        }
+        match state.adopted.set(AdoptedSet { sections: entries }) {
+            Ok(()) => (added, dropped),
+            Err(set) => {
+                for s in set.sections.iter() {
+                    self.unadmit(shared, state, s);
+                }
+                (0, dropped + added)
+            }
+        }
+    }
+
+    /// Inserts the `entries` one by one into the tree of the child's
+    /// `state`; the sections added and left out.  Under the lock and the
+    /// child's `mmap_lock`.
+    fn adopt_into_tree(
+        &self,
+        shared: &mut Shared,
+        mmap: &MmapReadGuard<'_>,
+        state: &MmState,
+        mut entries: KVec<Section>,
+    ) -> (u32, u32) {
+        let (mut added, mut dropped) = (0u32, 0u32);
+        for mut e in entries.drain_all() {
+            if shared.shutting_down || !self.take_use(shared, &mut e) {
+                dropped += 1;
+                continue;
+            }
+            let copy = e.copy.clone();
+            let inserted = self.may_adopt(mmap, state, &e).and_then(|()| {
+                let (start, end) = (e.text_start as usize, e.text_end as usize);
+                state
+                    .sections
+                    .insert_range(start, end - 1, e)
+                    .map_err(|_| FAIL_MEM)
+            });
+            if inserted.is_err() {
+                self.put_copy(shared, &copy);
+                dropped += 1;
+                continue;
+            }
+            state.admit(&copy.owner);
+            added += 1;
+            resched();
+        }
+        (added, dropped)
+    }
+
+    /// Counts a use of `e`'s copy for the child.  Use counts change under
+    /// the lock only: a copy still used is used once more; a dead one (the
+    /// parent let go of it since the fork) is taken again, and replaces
+    /// `e`'s.  False if it could not be.
+    fn take_use(&self, shared: &mut Shared, e: &mut Section) -> bool {
+        if e.copy.users.load(Ordering::Relaxed) != 0 {
+            e.copy.users.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        match self.revive(shared, &e.copy) {
+            Ok(c) => {
+                e.copy = c;
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether the child's `state` may take `e`: its text is mapped in the
+    /// child (text the parent marked `MADV_DONTFORK` is not), within the
+    /// limits.  Under the lock and the child's `mmap_lock`.
+    fn may_adopt(
         &self,
         mmap: &MmapReadGuard<'_>,
         state: &MmState,
-        e: &InheritedSection,
-        copy: &Arc<SectionCopy>,
+        e: &Section,
     ) -> Result<(), Failure> {
         let start = usize::try_from(e.text_start).map_err(|_| FAIL_MEM)?;
         let end = usize::try_from(e.text_end).map_err(|_| FAIL_MEM)?;
-        // Text the parent marked MADV_DONTFORK is not in the child.
+        if end <= start {
+            return Err(FAIL_MEM);
+        }
         text_is_mapped(mmap, start, end)?;
-        self.section_limits(state, &copy.owner)?;
-        let section = Section {
-            handle: e.handle,
-            text_start: e.text_start,
-            text_end: e.text_end,
-            sframe_addr: e.sframe_addr,
-            copy: copy.clone(),
-            flags: e.flags,
-            dead: AtomicBool::new(false),
-        };
-        state
-            .sections
-            .insert_range(start, end - 1, section)
-            .map_err(|_| FAIL_MEM)?;
-        state.admit(&copy.owner);
-        Ok(())
+        self.section_limits(state, &e.copy.owner)
+    }
+
+    /// Undoes the adoption of `s` into a state that never entered the
+    /// index: retired without counting it as unregistered (it was never
+    /// counted as registered), and its copy's use dropped.
+    fn unadmit(&self, shared: &mut Shared, state: &MmState, s: &Section) {
+        state.retire(s);
+        COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
+        COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
+        self.put_copy(shared, &s.copy);
     }
 
     /// Whether `state` may hold one more section of `owner`'s: the
@@ -1417,7 +1584,26 @@ impl Registry {
                     "cannot remove the section",
                 ))
             }
-            Some(Ok(None)) | None => return Err(not_found),
+            Some(Ok(None)) => return Err(not_found),
+            // Not in the tree: an adopted section is retired in place; its
+            // copy's use goes with the set.
+            None => {
+                let guard = rcu::Guard::new();
+                let set = state.adopted.get(&guard);
+                let adopted = match which {
+                    Which::Addr(a) => set.and_then(|set| set.find(a)),
+                    Which::Handle(h) => {
+                        set.and_then(|set| set.sections.iter().find(|s| s.handle == h && live(s)))
+                    }
+                };
+                return match adopted.filter(|s| live(s)) {
+                    Some(s) => {
+                        state.retire(s);
+                        Ok(())
+                    }
+                    None => Err(not_found),
+                };
+            }
         };
         state.retire(&s);
         self.put_copy(&mut shared, &s.copy);
@@ -1464,22 +1650,24 @@ impl Registry {
                     .next(&mut at, &guard)
                     .filter(|s| !s.dead.load(Ordering::Acquire))
                 {
-                    let users = s.copy.users.load(Ordering::Relaxed);
-                    let _ = out.push_within_capacity(SframeSectionInfo {
-                        handle: s.handle,
-                        text_start: s.text_start,
-                        text_end: s.text_end,
-                        sframe_addr: s.sframe_addr,
-                        sframe_len: s.copy.bytes.len() as u64,
-                        kernel_bytes: s.copy.bytes.capacity() as u64,
-                        version: s.copy.info.version,
-                        num_fdes: s.copy.info.num_fdes,
-                        shared: users.saturating_sub(1),
-                        flags: s.flags,
-                    });
+                    let _ = out.push_within_capacity(s.info());
                 }
             }
             resched();
+        }
+        let from_tree = out.len();
+        {
+            let guard = rcu::Guard::new();
+            if let Some(set) = state.adopted.get(&guard) {
+                for s in set.sections.iter() {
+                    if !s.dead.load(Ordering::Acquire) {
+                        let _ = out.push_within_capacity(s.info());
+                    }
+                }
+            }
+        }
+        if from_tree > 0 && out.len() > from_tree {
+            out.sort_unstable_by_key(|i| i.text_start);
         }
         drop(shared);
         drop(state);
