@@ -87,7 +87,7 @@ EOF
 check_show "exec of a program with a corrupt .sframe: runs, nothing registered, one log line" corrupt
 
 # --- fork ---------------------------------------------------------------------
-check_show "a child's and its parent's unregister are their own" "$L" independence
+check_show "a child's and its parent's unregister are their own; a child's own registration and its inherited ones pass to its child" "$L" independence
 
 # --- The switches. -------------------------------------------------------------
 check "switch exec off" sh -c "test \$((\$('$CTL' set 4 0) & 4)) = 0"

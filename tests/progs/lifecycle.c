@@ -2,15 +2,18 @@
 /*
  * Registrations that follow the process (tests/guest/35-lifecycle.sh):
  * built with -Wa,--gsframe and no frame pointer, dynamic and -static, and
- * never registering anything itself: the module registers it at exec and
- * hands its registrations to fork children.
+ * registering nothing itself (but in one child of "independence"): the
+ * module registers it at exec and hands its registrations to fork
+ * children.
  *
  *   lifecycle spin SECONDS             spin_leaf <- spin_b <- spin_a <- spin_main <- main
  *   lifecycle prefork SECONDS WORKERS  the same in WORKERS forked children,
  *                                      named lc-worker
  *   lifecycle count                    "sections N exec E inherited I" of this process
  *   lifecycle independence             a child's and its parent's registrations
- *                                      are their own after the fork
+ *                                      are their own after the fork (the child
+ *                                      registers one again, and its own child
+ *                                      inherits both kinds)
  *   lifecycle forkloop N [DIR [bench]] N fork/exit cycles, 8 children at a
  *                                      time (after dlopen()ing DIR/libmany01.so
  *                                      .. libmany50.so); checks children and
@@ -172,6 +175,30 @@ static void parent_runs_first(void)
 }
 
 /* Registered at exec; after a fork, each side removes its own alone. */
+/* Registers the section @info describes again, from this process's memory. */
+static int register_again(const struct sframe_section_info *info)
+{
+	struct sframe_register r;
+
+	memset(&r, 0, sizeof(r));
+	r.size = sizeof(r);
+	r.sframe_data = info->sframe_addr;
+	r.sframe_len = info->sframe_len;
+	r.sframe_addr = info->sframe_addr;
+	r.text_start = info->text_start;
+	r.text_end = info->text_end;
+	return ioctl(open_dev(), SFRAME_IOC_REGISTER, &r) ? -errno : 0;
+}
+
+/* Whether @s[0..@n) is sorted by text and without overlap. */
+static int sorted(const struct sframe_section_info *s, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (s[i - 1].text_end > s[i].text_start)
+			return 0;
+	return 1;
+}
+
 static int independence(void)
 {
 	struct sframe_section_info s[MAX_SECTIONS];
@@ -190,14 +217,35 @@ static int independence(void)
 		int m = list(t);
 		const struct sframe_section_info *inh = own(t, m);
 
+		struct sframe_section_info again;
+		pid_t grandchild;
+
 		if (m != n || !inh || inh->flags != (SFRAME_SECTION_EXEC | SFRAME_SECTION_INHERITED) ||
 		    inh->handle != mine->handle)
 			_exit(3);
+		again = *inh;
+		/* Over a live inherited registration. */
+		if (register_again(&again) != -EEXIST)
+			_exit(5);
 		if (unregister_own() || list(t) != n - 1 || own(t, n - 1))
 			_exit(4);
-		_exit(0);
+		/*
+		 * Registered anew, the child's own beside what it inherited: its
+		 * own child inherits both, in order.
+		 */
+		if (register_again(&again) || list(t) != n || !own(t, n))
+			_exit(7);
+		grandchild = fork();
+		if (grandchild == 0) {
+			struct sframe_section_info u[MAX_SECTIONS];
+			int k = list(u);
+
+			_exit(k == n && own(u, k) && sorted(u, k) ? 0 : 8);
+		}
+		_exit(grandchild > 0 && wait_ok(grandchild) ? 0 : 9);
 	}
-	CHECK(pid > 0 && wait_ok(pid), "child: inherited registration wrong, or unregister failed");
+	CHECK(pid > 0 && wait_ok(pid),
+	      "child: inherited registration wrong, re-registration or unregister failed, or its child's list wrong");
 	CHECK(list(s) == n && own(s, n), "the child's unregister removed the parent's");
 	/*
 	 * The parent unregisters at once after the fork, before the child has
