@@ -429,6 +429,22 @@ impl MmState {
         emptied
     }
 
+    /// Calls `f` with every section of the tree and of the adopted set,
+    /// retired or not, in the order of their text: a merge of the two,
+    /// each sorted.  One RCU read-side section: for the fork path, which
+    /// may not sleep anyway.
+    fn for_each_in_order<'g>(&'g self, guard: &'g rcu::Guard, mut f: impl FnMut(&'g Section)) {
+        let set: &[Section] = self.adopted.get(guard).map_or(&[], |set| &set.sections);
+        let mut rest = set.iter().peekable();
+        self.sections.for_each(0, usize::MAX, guard, |t| {
+            while let Some(a) = rest.next_if(|a| a.text_start < t.text_start) {
+                f(a);
+            }
+            f(t);
+        });
+        rest.for_each(f);
+    }
+
     /// Takes the reference to the torn down mm, if any.
     fn take_exit_ref(&self) -> Option<ARef<Mm>> {
         let p = NonNull::new(self.exit_ref.swap(ptr::null_mut(), Ordering::AcqRel))?;
@@ -721,17 +737,7 @@ pub(crate) fn snapshot(parent: *const bindings::mm_struct) -> Option<Inherited> 
             dead: AtomicBool::new(false),
         });
     };
-    state
-        .sections
-        .for_each(0, usize::MAX, &guard, |s| take(&mut sections, s));
-    if let Some(set) = state.adopted.get(&guard) {
-        let from_tree = sections.len();
-        set.sections.iter().for_each(|s| take(&mut sections, s));
-        // Both sorted: merged only if both gave some.
-        if from_tree > 0 && sections.len() > from_tree {
-            sections.sort_unstable_by_key(|s| s.text_start);
-        }
-    }
+    state.for_each_in_order(&guard, |s| take(&mut sections, s));
     Some(Inherited { sections })
 }
 
@@ -1641,33 +1647,33 @@ impl Registry {
         // Sections are only added under the lock: this is the count.
         let n = state.live.load(Ordering::Relaxed) as usize;
         out.reserve(n, GFP_KERNEL).map_err(|_| FAIL_MEM)?;
+        let live = |s: &&Section| !s.dead.load(Ordering::Acquire);
+        // The tree one step at a time, the adopted set merged in between:
+        // in the order of their text.  The set does not change under the
+        // lock.
         let mut at = Some(0usize);
-        while at.is_some() {
+        let mut next_adopted = 0usize;
+        loop {
             {
                 let guard = rcu::Guard::new();
-                if let Some(s) = state
-                    .sections
-                    .next(&mut at, &guard)
-                    .filter(|s| !s.dead.load(Ordering::Acquire))
-                {
-                    let _ = out.push_within_capacity(s.info());
+                let set: &[Section] = state.adopted.get(&guard).map_or(&[], |set| &set.sections);
+                let t = state.sections.next(&mut at, &guard);
+                let until = t.map_or(u64::MAX, |t| t.text_start);
+                while let Some(a) = set.get(next_adopted).filter(|a| a.text_start < until) {
+                    if live(&a) {
+                        let _ = out.push_within_capacity(a.info());
+                    }
+                    next_adopted += 1;
+                }
+                match t {
+                    Some(t) if live(&t) => {
+                        let _ = out.push_within_capacity(t.info());
+                    }
+                    Some(_) => {}
+                    None => break,
                 }
             }
             resched();
-        }
-        let from_tree = out.len();
-        {
-            let guard = rcu::Guard::new();
-            if let Some(set) = state.adopted.get(&guard) {
-                for s in set.sections.iter() {
-                    if !s.dead.load(Ordering::Acquire) {
-                        let _ = out.push_within_capacity(s.info());
-                    }
-                }
-            }
-        }
-        if from_tree > 0 && out.len() > from_tree {
-            out.sort_unstable_by_key(|i| i.text_start);
         }
         drop(shared);
         drop(state);
