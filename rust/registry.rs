@@ -445,6 +445,15 @@ impl MmState {
         rest.for_each(f);
     }
 
+    /// Empties the tree and the adopted set, calling `f` with each section
+    /// taken out, retired or not; cannot fail.  Process context.
+    fn take_all(&self, mut f: impl FnMut(&Section)) {
+        self.sections.clear(|s| f(&s));
+        if let Some(set) = self.adopted.take() {
+            set.sections.iter().for_each(f);
+        }
+    }
+
     /// Takes the reference to the torn down mm, if any.
     fn take_exit_ref(&self) -> Option<ARef<Mm>> {
         let p = NonNull::new(self.exit_ref.swap(ptr::null_mut(), Ordering::AcqRel))?;
@@ -1118,18 +1127,11 @@ impl Registry {
     /// Erases every section of `state`, of the tree and of the adopted
     /// set; cannot fail.
     fn drain(&self, shared: &mut Shared, state: &MmState) {
-        state.sections.clear(|s| {
-            state.retire(&s);
+        state.take_all(|s| {
+            state.retire(s);
             self.put_copy(shared, &s.copy);
             resched();
         });
-        if let Some(set) = state.adopted.take() {
-            for s in set.sections.iter() {
-                state.retire(s);
-                self.put_copy(shared, &s.copy);
-                resched();
-            }
-        }
         state.retired.store(0, Ordering::Relaxed);
     }
 
@@ -1384,14 +1386,7 @@ impl Registry {
             if let Err(e) = self.index.insert_range(key, key, state) {
                 // Unreachable without the index entry: empty the state.
                 let state = e.value;
-                state
-                    .sections
-                    .clear(|s| self.unadmit(&mut shared, &state, &s));
-                if let Some(set) = state.adopted.take() {
-                    for s in set.sections.iter() {
-                        self.unadmit(&mut shared, &state, s);
-                    }
-                }
+                state.take_all(|s| self.unadmit(&mut shared, &state, s));
                 dropped += added;
                 drop(shared);
                 drop(mmap);
