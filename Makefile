@@ -71,10 +71,14 @@ bench:
 stress:
 	$(SCRIPTS)/run-tests --stress
 
+# The module's own sources (the decoder and the ABI are cargo crates too).
+module_rs = $(shell find rust -name '*.rs' -not -path 'rust/sframe/*' \
+	-not -path 'rust/uapi/*' -not -path 'rust/generated/*')
+
 fmt:
 	cargo fmt --all
-	rustfmt --edition 2021 rust/*.rs
+	rustfmt --edition 2021 $(module_rs)
 
 check-fmt:
 	cargo fmt --all --check
-	rustfmt --edition 2021 --check rust/*.rs
+	rustfmt --edition 2021 --check $(module_rs)

@@ -9,46 +9,22 @@
 #[cfg(CONFIG_HAVE_UNWIND_USER_SFRAME)]
 compile_error!("this kernel unwinds with SFrame natively; sframe-unwind is not needed");
 
-use kernel::{
-    fs::File,
-    miscdevice::{
-        MiscDevice,
-        MiscDeviceOptions,
-        MiscDeviceRegistration, //
-    },
-    prelude::*,
-};
+use abstractions::compat::param;
+use kernel::prelude::*;
 
-mod call_site;
-mod compat;
-mod current_task;
-mod deferred_trace;
-mod exec_image;
-mod fast_clock;
-mod ffi;
-mod ftrace;
-mod hooks;
-mod ioctl;
+mod abstractions;
+mod arch;
+mod device;
 mod lifecycle;
-mod miscdev;
-mod perf;
-mod permission;
-mod ratelimit;
-mod rcu_maple;
 mod registry;
 #[path = "sframe/src/decoder/mod.rs"]
 pub mod sframe;
-mod targets;
+mod switches;
 #[path = "uapi/src/abi.rs"]
 #[expect(dead_code, reason = "the ABI also defines what only user space uses")]
 #[allow(unreachable_pub, reason = "the ABI's items are public for user space")]
 mod uapi;
 mod unwind;
-mod unwind_counters;
-mod user_mem;
-mod user_regs;
-
-use miscdev::MiscDeviceWithMode;
 
 module! {
     type: SframeModule,
@@ -88,19 +64,15 @@ module! {
     },
 }
 
-/// The node is for every user: a process registers only its own sections
-/// and those of processes whose `/proc/PID/mem` it could open.
-const DEVICE_MODE: u16 = 0o666;
-
 /// Fields drop in declaration order: the hooks first (no unwinder runs
 /// after), then the device (no new ioctl), then the probes and the unmap
 /// watch (no task work or maintenance runs after), the registry last.
 #[pin_data]
 struct SframeModule {
     #[pin]
-    _hooks: hooks::Hooks<unwind::SampleHook, unwind::DeferredHook>,
+    _hooks: unwind::Hooks<unwind::SampleHook, unwind::DeferredHook>,
     #[pin]
-    _device: MiscDeviceWithMode<SframeDevice>,
+    _device: device::Device,
     #[pin]
     _lifecycle: lifecycle::Lifecycle,
     _registry: registry::RegistryHandle,
@@ -110,51 +82,31 @@ impl kernel::InPlaceModule for SframeModule {
     fn init(module: &'static ThisModule) -> impl PinInit<Self, Error> {
         pr_info!(
             "sframe-unwind {}.{}.{} loaded\n",
-            ioctl::MODULE_VERSION >> 16,
-            (ioctl::MODULE_VERSION >> 8) & 0xff,
-            ioctl::MODULE_VERSION & 0xff
+            device::MODULE_VERSION >> 16,
+            (device::MODULE_VERSION >> 8) & 0xff,
+            device::MODULE_VERSION & 0xff
         );
         let limits = registry::Limits {
-            max_section_bytes: compat::param(&module_parameters::max_section_bytes),
-            max_sections_per_mm: compat::param(&module_parameters::max_sections_per_mm),
-            max_total_bytes: compat::param(&module_parameters::max_total_bytes),
-            max_total_sections: compat::param(&module_parameters::max_total_sections),
-            max_bytes_per_user: compat::param(&module_parameters::max_bytes_per_user),
-            max_sections_per_user: compat::param(&module_parameters::max_sections_per_user),
+            max_section_bytes: param(&module_parameters::max_section_bytes),
+            max_sections_per_mm: param(&module_parameters::max_sections_per_mm),
+            max_total_bytes: param(&module_parameters::max_total_bytes),
+            max_total_sections: param(&module_parameters::max_total_sections),
+            max_bytes_per_user: param(&module_parameters::max_bytes_per_user),
+            max_sections_per_user: param(&module_parameters::max_sections_per_user),
         };
         // Before the device: an ioctl may name another process at once.
-        permission::init();
+        device::init();
         // The registry exists before the device: an ioctl may come at once.
         try_pin_init!(Self {
             _registry: registry::RegistryHandle::new(limits)?,
             // Registers from the next exec or fork on.
             _lifecycle <- lifecycle::Lifecycle::new(),
-            _device <- MiscDeviceWithMode::register(
-                MiscDeviceOptions { name: c"sframe" },
-                DEVICE_MODE,
-                module,
-            ),
+            _device <- device::register(module),
             // Last: the unwinder uses the registry from the first sample on.
             _hooks <- {
-                unwind::set_fp_only(compat::param(&module_parameters::unwind_fp_only) != 0);
-                hooks::Hooks::new()
+                unwind::set_fp_only(param(&module_parameters::unwind_fp_only) != 0);
+                unwind::Hooks::new()
             },
         })
-    }
-}
-
-/// `/dev/sframe` keeps no per-open state: registrations belong to the mm.
-struct SframeDevice;
-
-#[vtable]
-impl MiscDevice for SframeDevice {
-    type Ptr = ();
-
-    fn open(_file: &File, _misc: &MiscDeviceRegistration<Self>) -> Result<()> {
-        Ok(())
-    }
-
-    fn ioctl(_device: (), _file: &File, cmd: u32, arg: usize) -> Result<isize> {
-        ioctl::dispatch(cmd, arg)
     }
 }

@@ -1,5 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* Out-of-line wrappers for static inline kernel functions: rust/helpers.c. */
+/*
+ * Out-of-line wrappers for static inline kernel functions:
+ * rust/abstractions/helpers.c, and rust/arch/<arch>/helpers.c below.
+ */
 #ifndef SFRAME_HELPERS_H
 #define SFRAME_HELPERS_H
 
@@ -11,7 +14,7 @@ struct ratelimit_state;
 /* current->mm, or NULL for kernel threads. */
 struct mm_struct *sframe_current_mm(void);
 
-/* Unwinder (rust/ftrace.rs, rust/perf.rs, rust/unwind.rs). */
+/* Unwinder (rust/abstractions/ftrace.rs, rust/unwind/). */
 struct ftrace_regs;
 struct perf_callchain_entry_ctx;
 struct pt_regs;
@@ -21,12 +24,9 @@ void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip);
 int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip);
 struct pt_regs *sframe_current_user_regs(void);
 bool sframe_user_mode(struct pt_regs *regs);
-bool sframe_user_64bit_mode(struct pt_regs *regs);
-bool sframe_regs_vm86(struct pt_regs *regs);
 bool sframe_current_is_kthread(void);
 bool sframe_current_in_uprobe(void);
 bool sframe_current_in_guest(void);
-bool sframe_current_addr32(void);
 bool sframe_may_fault(void);
 void sframe_might_fault(void);
 unsigned long sframe_task_size_max(void);
@@ -37,12 +37,12 @@ void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burs
 /* cond_resched() is a macro. */
 void sframe_cond_resched(void);
 
-/* The RCU maple tree (rust/rcu_maple.rs). */
+/* The RCU maple tree (rust/abstractions/rcu_maple.rs). */
 struct maple_tree;
 void *sframe_mt_erase(struct maple_tree *mt, unsigned long index, bool *erased);
 void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *arg), void *arg);
 
-/* Registry accounting (rust/registry.rs). */
+/* Registry accounting (rust/abstractions/keyed_hash.rs, cred.rs). */
 u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1);
 u32 sframe_current_kuid(void);
 
@@ -53,7 +53,7 @@ unsigned int sframe_fail_nth(void);
 /* synchronize_rcu_tasks() is a macro without CONFIG_TASKS_RCU. */
 void sframe_synchronize_rcu_tasks(void);
 
-/* SRCU for a kernel crate without it (rust/compat.rs). */
+/* SRCU for a kernel crate without it (rust/abstractions/compat.rs). */
 struct lock_class_key;
 struct srcu_struct;
 
@@ -62,12 +62,12 @@ int sframe_init_srcu_struct(struct srcu_struct *ssp, const char *name,
 int sframe_srcu_read_lock(struct srcu_struct *ssp);
 void sframe_srcu_read_unlock(struct srcu_struct *ssp, int idx);
 
-/* Other processes (rust/permission.rs). */
+/* Other processes (rust/device/permission.rs). */
 struct file;
 
 bool sframe_proc_self_file(struct file *file, const char *name);
 
-/* Registrations that follow the process (rust/lifecycle.rs). */
+/* Registrations that follow the process (rust/lifecycle/). */
 struct callback_head;
 struct task_struct;
 
@@ -78,7 +78,7 @@ unsigned long sframe_mm_auxv(struct mm_struct *mm, unsigned long type);
 bool sframe_current_exiting(void);
 void sframe_msleep(unsigned int ms);
 
-/* Address-space lifetime (rust/registry.rs, rust/lifecycle.rs). */
+/* Address-space lifetime (rust/registry/, rust/lifecycle/). */
 struct vm_area_struct;
 
 int sframe_teardown_probe_register(void);
@@ -96,5 +96,12 @@ void sframe_on_exec(void);
 void sframe_on_task_work(struct callback_head *head);
 void sframe_on_exit_mmap(struct mm_struct *mm);
 void sframe_on_maintenance(void);
+
+/* The architecture's own (rust/arch/<arch>/helpers.c). */
+#ifdef CONFIG_X86_64
+bool sframe_user_64bit_mode(struct pt_regs *regs);
+bool sframe_regs_vm86(struct pt_regs *regs);
+bool sframe_current_addr32(void);
+#endif
 
 #endif

@@ -2,8 +2,9 @@
 /*
  * C declarations the `kernel` crate does not expose, for bindgen
  * (see Kbuild: the output is rust/generated/bindings.rs, included by
- * rust/ffi.rs).  Static inline functions Rust cannot call have an
- * out-of-line wrapper in rust/helpers.c, declared below.
+ * rust/abstractions/ffi.rs).  Static inline functions Rust cannot call
+ * have an out-of-line wrapper in rust/abstractions/helpers.c or
+ * rust/arch/<arch>/helpers.c, declared in helpers.h.
  */
 #include <linux/capability.h>
 #include <linux/ftrace.h>

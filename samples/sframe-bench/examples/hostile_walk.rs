@@ -14,7 +14,7 @@
 //! `rt_sigreturn` frames (each resets the CFA checks) through functions of
 //! many FREs, and an ordinary-looking upward chain through such functions.
 //! The walker is the module's own (`walk_amd64`), with the limits
-//! `rust/unwind.rs` passes (`WalkLimits::sample`, `WalkLimits::deferred`)
+//! `rust/unwind/walk.rs` passes (`WalkLimits::sample`, `WalkLimits::deferred`)
 //! and perf's default `max_stack` of 127 frames. Memory reads are plain
 //! copies here, where the kernel pays `copy_from_user_nmi()`; they are a few
 //! per frame against hundreds of FREs decoded, so the decoder's work, the
@@ -33,7 +33,7 @@ use std::time::Instant;
 
 /// perf's default `kernel.perf_event_max_stack`.
 const PERF_MAX_STACK: u32 = 127;
-/// The module's `MAX_SPAN` (`rust/unwind.rs`).
+/// The module's `MAX_SPAN` (`rust/unwind/walk.rs`).
 const MAX_SPAN: u64 = 64 << 20;
 
 /// Runs `walks` walks of `h` under `limits`, `rounds` times; the fastest

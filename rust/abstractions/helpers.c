@@ -1,0 +1,244 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Out-of-line wrappers for static inline kernel functions that Rust cannot
+ * call.  Each is a one-line forward; the Rust side documents the rules.
+ */
+#include <linux/ratelimit.h>
+#include <linux/rcupdate.h>
+#include <linux/sched.h>
+
+#include "../bindings/helpers.h"
+
+struct mm_struct *sframe_current_mm(void)
+{
+	return current->mm;
+}
+
+/* Unwinder: rust/abstractions/ftrace.rs, rust/unwind/. */
+#include <linux/ftrace.h>
+#include <linux/perf_event.h>
+#include <linux/ptrace.h>
+#include <linux/sched/task_stack.h>
+#include <linux/uaccess.h>
+#include <linux/uprobes.h>
+
+unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n)
+{
+	return ftrace_regs_get_argument(fregs, n);
+}
+
+void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip)
+{
+	ftrace_regs_set_instruction_pointer(fregs, ip);
+}
+
+int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip)
+{
+	return perf_callchain_store(ctx, ip);
+}
+
+struct pt_regs *sframe_current_user_regs(void)
+{
+	return task_pt_regs(current);
+}
+
+bool sframe_user_mode(struct pt_regs *regs)
+{
+	return user_mode(regs);
+}
+
+bool sframe_current_is_kthread(void)
+{
+	return current->flags & PF_KTHREAD;
+}
+
+/* Inside a uprobe handler: perf_callchain_user() has a rule for that. */
+bool sframe_current_in_uprobe(void)
+{
+#ifdef CONFIG_UPROBES
+	return current->utask && current->utask->auprobe;
+#else
+	return false;
+#endif
+}
+
+/*
+ * Running a KVM guest: perf_guest_state() is a static call modules cannot
+ * use; PF_VCPU is set for exactly the time a vCPU task is in guest mode.
+ */
+bool sframe_current_in_guest(void)
+{
+	return current->flags & PF_VCPU;
+}
+
+/*
+ * Page faults may be taken here: task context (not NMI, hard or soft
+ * interrupt) without pagefault_disable().  Both are macros or inlines.
+ */
+bool sframe_may_fault(void)
+{
+	return in_task() && !pagefault_disabled();
+}
+
+void sframe_might_fault(void)
+{
+	might_fault();
+}
+
+/*
+ * One past the highest user address: 2^47 or 2^56 less a guard page,
+ * depending on whether this machine runs with 5-level paging.
+ */
+unsigned long sframe_task_size_max(void)
+{
+	return TASK_SIZE_MAX;
+}
+
+void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst)
+{
+	ratelimit_state_init(rs, msecs_to_jiffies(interval_ms), burst);
+}
+
+void sframe_cond_resched(void)
+{
+	cond_resched();
+}
+
+/* The registry's RCU maple tree (rust/abstractions/rcu_maple.rs). */
+#include <linux/maple_tree.h>
+
+/*
+ * mtree_erase(), and whether the entry it returns really left the tree:
+ * before 7.x, mas_erase() returned the entry but left it in place when it
+ * could not allocate.  Checked under the tree lock, so no other writer comes
+ * between the erase and the check.
+ */
+void *sframe_mt_erase(struct maple_tree *mt, unsigned long index, bool *erased)
+{
+	MA_STATE(mas, mt, index, index);
+	void *entry;
+
+	mtree_lock(mt);
+	entry = mas_erase(&mas);
+	*erased = true;
+	if (entry) {
+		mas_set(&mas, index);
+		*erased = mas_walk(&mas) != entry;
+	}
+	mtree_unlock(mt);
+	return entry;
+}
+
+/*
+ * Empties a tree without allocating: calls take() on every entry under the
+ * tree lock, then frees the nodes (through RCU in RCU mode) under the same
+ * lock, so no other writer sees a half-emptied tree.  The loop is bounded by
+ * the tree's size, which the module limits (max_sections_per_mm).
+ */
+void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *arg), void *arg)
+{
+	MA_STATE(mas, mt, 0, 0);
+	void *entry;
+
+	mtree_lock(mt);
+	mas_for_each(&mas, entry, ULONG_MAX)
+		take(entry, arg);
+	__mt_destroy(mt);
+	mtree_unlock(mt);
+}
+
+/* Registry accounting (rust/abstractions/keyed_hash.rs, cred.rs). */
+#include <linux/cred.h>
+#include <linux/siphash.h>
+
+u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1)
+{
+	const siphash_key_t key = { { k0, k1 } };
+
+	return siphash(data, len, &key);
+}
+
+/* The caller's real user ID, as a number in the initial user namespace. */
+u32 sframe_current_kuid(void)
+{
+	return __kuid_val(current_uid());
+}
+
+/*
+ * Fault injection for the KUnit tests: fail the Nth fault-injection site
+ * the current task reaches (as /proc/self/fail-nth does).  False if the
+ * kernel has no CONFIG_FAULT_INJECTION.
+ */
+bool sframe_set_fail_nth(unsigned int n)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	WRITE_ONCE(current->fail_nth, n);
+	return true;
+#else
+	return false;
+#endif
+}
+
+unsigned int sframe_fail_nth(void)
+{
+#ifdef CONFIG_FAULT_INJECTION
+	return READ_ONCE(current->fail_nth);
+#else
+	return 0;
+#endif
+}
+
+/*
+ * Without CONFIG_TASKS_RCU (kernels without preemption) this is a macro
+ * for synchronize_rcu(), which then waits long enough: a task can only
+ * leave a CPU in module text by switching voluntarily.
+ */
+void sframe_synchronize_rcu_tasks(void)
+{
+	synchronize_rcu_tasks();
+}
+
+/*
+ * SRCU for a kernel crate without kernel::sync::Srcu (rust/abstractions/compat.rs):
+ * init_srcu_struct() is a macro under lockdep, the read side is inline.
+ */
+#include <linux/srcu.h>
+
+int sframe_init_srcu_struct(struct srcu_struct *ssp, const char *name,
+			    struct lock_class_key *key)
+{
+#ifdef CONFIG_DEBUG_LOCK_ALLOC
+	return __init_srcu_struct(ssp, name, key);
+#else
+	return init_srcu_struct(ssp);
+#endif
+}
+
+int sframe_srcu_read_lock(struct srcu_struct *ssp)
+{
+	return srcu_read_lock(ssp);
+}
+
+void sframe_srcu_read_unlock(struct srcu_struct *ssp, int idx)
+{
+	srcu_read_unlock(ssp, idx);
+}
+
+/* Other processes: rust/device/permission.rs. */
+#include <linux/dcache.h>
+#include <linux/fs.h>
+#include <linux/magic.h>
+#include <linux/string.h>
+
+/*
+ * Whether @file is procfs's file @name of the current process, opened on
+ * its address space.  Procfs never renames the files of a process
+ * directory, so the dentry name is stable while the file is open.
+ */
+bool sframe_proc_self_file(struct file *file, const char *name)
+{
+	return file_inode(file)->i_sb->s_magic == PROC_SUPER_MAGIC &&
+	       file->private_data == current->mm &&
+	       !strcmp(file_dentry(file)->d_name.name, name);
+}
+

@@ -1,0 +1,87 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What differs between architectures, behind one interface.
+//!
+//! The walk's rules, the registry, the hooks and the lifecycle are shared;
+//! an architecture supplies, in `rust/arch/<arch>/`:
+//!
+//! - [`UserRegs`]: a copy of the user registers a walk starts from, read
+//!   from a `pt_regs` ([`UserRegs::read`], the sample's) or from the frame
+//!   the current task entered the kernel with ([`UserRegs::current`]),
+//!   with the [`Mode`] they were saved in; [`start_regs`] turns them into
+//!   the decoder's start state.
+//! - [`task_is_compat`]: whether the current task's address space is not
+//!   a 64-bit one of this architecture's ABI (32-bit or x32 tasks), whose
+//!   stacks the stock unwinder keeps.
+//! - [`read_user_nmi`]: reading the current task's user memory from NMI or
+//!   IRQ context, without faulting.
+//! - [`CALL_WINDOW`] and [`follows_call`]: whether the bytes before a
+//!   candidate return address end with a call instruction.
+//! - [`walk`]: the decoder's walk for this ABI (where the return address
+//!   and the frame pointer live, the signal-return trampoline).
+//! - [`SFRAME_ABI`], [`ELF_MACHINE`] and the log's words for a mismatch.
+//! - [`FTRACE_OPS_FLAGS`]: the register-saving flags of an ftrace ops
+//!   whose callback reads its target's arguments and may move its
+//!   instruction pointer.
+//! - `helpers.c`: the C side of the above (static inlines), and `arch.mk`:
+//!   what `Kbuild` needs for this architecture (its objects, bindgen's
+//!   target and the GCC-only flags to drop).
+//!
+//! Contexts: everything here is safe in any context, NMI included, but
+//! [`UserRegs::current`], which task context and the sample path both
+//! call on the current task's own frame.
+//!
+//! Each item's type is spelled out below, so an architecture's folder
+//! compiles only if it supplies the same interface.
+
+#[cfg(CONFIG_X86_64)]
+mod x86_64;
+#[cfg(CONFIG_X86_64)]
+pub(crate) use x86_64::{
+    follows_call,
+    read_user_nmi,
+    start_regs,
+    task_is_compat,
+    walk,
+    UserRegs,
+    CALL_WINDOW,
+    ELF_MACHINE,
+    FTRACE_OPS_FLAGS,
+    NOT_ELF,
+    SFRAME_ABI,
+    SFRAME_ABI_MISMATCH, //
+};
+
+use crate::{
+    abstractions::ffi,
+    sframe::{
+        unwind::Regs,
+        Abi, //
+    },
+};
+
+/// The mode a register frame was saved in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mode {
+    /// Kernel mode: there is no user stack to walk.
+    Kernel,
+    /// The architecture's 64-bit user mode.  x32 tasks run in it too on
+    /// x86-64 (see [`task_is_compat`]).
+    User64,
+    /// A 32-bit (compat) user mode, or x86's vm86 mode.
+    UserOther,
+}
+
+// The interface, item by item.
+const _: unsafe fn(*const ffi::pt_regs) -> Option<UserRegs> = UserRegs::read;
+const _: fn() -> Option<UserRegs> = UserRegs::current;
+const _: fn(&UserRegs) -> Mode = UserRegs::mode;
+const _: fn(&UserRegs) -> Regs = start_regs;
+const _: fn() -> bool = task_is_compat;
+const _: fn(u64, &mut [u8]) -> bool = read_user_nmi;
+const _: fn(&[u8; CALL_WINDOW]) -> bool = follows_call;
+const _: Abi = SFRAME_ABI;
+const _: &str = SFRAME_ABI_MISMATCH;
+const _: u16 = ELF_MACHINE;
+const _: &str = NOT_ELF;
+const _: u32 = FTRACE_OPS_FLAGS;

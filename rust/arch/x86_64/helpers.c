@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * x86-64's out-of-line wrappers (rust/arch/x86_64/): what the module asks
+ * of a register frame and of the current task that only x86 defines.
+ */
+#include <linux/perf_event.h>
+#include <linux/ptrace.h>
+#include <linux/sched.h>
+#include <linux/thread_info.h>
+
+#include "../../bindings/helpers.h"
+
+bool sframe_user_64bit_mode(struct pt_regs *regs)
+{
+	return user_64bit_mode(regs);
+}
+
+/* What perf_callchain_user() refuses to walk (arch/x86/events/core.c). */
+bool sframe_regs_vm86(struct pt_regs *regs)
+{
+	return regs->flags & (X86_VM_MASK | PERF_EFLAGS_VM);
+}
+
+/*
+ * A 32-bit address space: ia32 tasks, and x32 tasks, which run in 64-bit
+ * mode (user_64bit_mode() is true) but whose pointers are 32 bits wide.
+ * set_personality_ia32() sets TIF_ADDR32 for both at exec; in_x32_syscall()
+ * would only describe the current system call, not an interrupted task.
+ */
+bool sframe_current_addr32(void)
+{
+	return test_thread_flag(TIF_ADDR32);
+}

@@ -1,0 +1,57 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! x86-64: the user registers (`ip`, `sp`, `bp`), the return address at
+//! CFA - 8, `call` instructions, the `__restore_rt` trampoline (in the
+//! decoder's [`walk`]), `copy_from_user_nmi()`, and ftrace with
+//! `SAVE_REGS`.
+//!
+//! C headers: [`arch/x86/include/asm/ptrace.h`](srctree/arch/x86/include/asm/ptrace.h),
+//! [`arch/x86/include/asm/uaccess.h`](srctree/arch/x86/include/asm/uaccess.h).
+
+mod call_site;
+mod regs;
+
+pub(crate) use crate::sframe::unwind::walk_amd64 as walk;
+pub(crate) use call_site::{
+    follows_call,
+    CALL_WINDOW, //
+};
+pub(crate) use regs::{
+    start_regs,
+    task_is_compat,
+    UserRegs, //
+};
+
+use crate::{
+    abstractions::ffi,
+    sframe::Abi, //
+};
+
+/// The ABI of the sections this architecture unwinds with.
+pub(crate) const SFRAME_ABI: Abi = Abi::Amd64Le;
+/// Why a section of another ABI is refused.
+pub(crate) const SFRAME_ABI_MISMATCH: &str = "not an x86-64 section";
+/// `e_machine` of the ELF objects exec registration reads (`EM_X86_64`).
+pub(crate) const ELF_MACHINE: u16 = 62;
+/// Why an object of another kind is refused.
+pub(crate) const NOT_ELF: &str = "not an x86-64 ELF64 object";
+
+/// The hooks read their target's arguments and may set its instruction
+/// pointer: x86-64 saves the whole register frame for that (`SAVE_REGS`),
+/// as livepatch does.
+pub(crate) const FTRACE_OPS_FLAGS: u32 = ffi::FTRACE_OPS_FL_SAVE_REGS;
+
+/// Reads `buf.len()` bytes of the current task's user memory at `addr`
+/// with `copy_from_user_nmi()`, which never faults pages in (a page that is
+/// not resident reads as a fault) and alone checks `nmi_uaccess_okay()`
+/// (the CPU may be switching `mm`); whether all were read.  Any context.
+pub(crate) fn read_user_nmi(addr: u64, buf: &mut [u8]) -> bool {
+    let len = buf.len();
+    // SAFETY: `buf` is writable for `len` bytes. `copy_from_user_nmi()`
+    // checks that `addr..addr + len` is a user range and that the current
+    // `mm` is loaded, and disables page faults: it never sleeps and is safe
+    // in NMI context. It returns the bytes not copied.
+    let left =
+        unsafe { ffi::copy_from_user_nmi(buf.as_mut_ptr().cast(), addr as usize as *const _, len) };
+    left == 0
+}

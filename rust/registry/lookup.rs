@@ -1,0 +1,106 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The walk-time lookup: which section, and which unwind row, covers a PC
+//! of an address space.
+//!
+//! This is all of the registry that `rust/unwind/` uses.  Contexts: any,
+//! NMI included: nothing here locks, sleeps, allocates or faults; the
+//! index and the per-mm trees are read under RCU only.
+
+use super::{
+    registry,
+    section::Section,
+    state::MmState, //
+};
+use crate::{
+    abstractions::compat::rcu,
+    sframe, //
+};
+use core::sync::atomic::Ordering;
+use kernel::{
+    bindings,
+    sync::Arc, //
+};
+
+/// The indexed state of `mm`, borrowed for as long as `guard` is held.
+pub(super) fn indexed<'g>(
+    mm: *const bindings::mm_struct,
+    guard: &'g rcu::Guard,
+) -> Option<&'g Arc<MmState>> {
+    registry(guard).and_then(|reg| reg.index.load(mm as usize, guard))
+}
+
+/// Whether `mm` has a live registration.  Any context (NMI included), no
+/// lock; for the ftrace callback, on every sample.
+pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
+    let guard = rcu::Guard::new();
+    indexed(mm, &guard).is_some_and(|state| state.live.load(Ordering::Relaxed) != 0)
+}
+
+/// The unwind row for `pc` in `mm`, copied out.  Any context (NMI
+/// included), no lock; RCU is not held after the return.  For walks that
+/// may fault between lookups; [`with_walk_rows`] is cheaper where none does.
+pub(crate) fn find_row(
+    mm: *const bindings::mm_struct,
+    pc: u64,
+    budget: &mut sframe::Budget,
+) -> Option<sframe::Row> {
+    with_walk_rows(mm, |rows| rows.find_row(pc, budget))
+}
+
+/// The rows of one mm for one walk that does not sleep: the RCU read lock
+/// is held for the whole walk, the mm's state is looked up once and the
+/// section last used stays parsed (consecutive frames are mostly in one
+/// object), so a frame costs a range check and the row search.
+pub(crate) struct WalkRows<'g> {
+    guard: &'g rcu::Guard,
+    state: Option<&'g MmState>,
+    last: Option<(&'g Section, sframe::Section<'g>)>,
+}
+
+impl<'g> WalkRows<'g> {
+    /// The live section of `state` that covers `pc`, parsed.
+    fn lookup(
+        state: &'g MmState,
+        pc: u64,
+        guard: &'g rcu::Guard,
+    ) -> Option<(&'g Section, sframe::Section<'g>)> {
+        let s = state
+            .sections
+            .load(usize::try_from(pc).ok()?, guard)
+            .filter(|s| s.is_live())
+            .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))?;
+        // Validated at registration: parsing cannot fail; if it did, the
+        // section gives no rows.
+        let parsed = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
+        Some((s, parsed))
+    }
+
+    /// The unwind row for `pc`, the search paid from the walk's `budget`.
+    pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
+        let hit = self
+            .last
+            .as_ref()
+            .is_some_and(|(s, _)| s.covers(pc) && s.is_live());
+        if !hit {
+            self.last = Self::lookup(self.state?, pc, self.guard);
+        }
+        let (_, parsed) = self.last.as_ref()?;
+        parsed.find_row_within(pc, budget).ok().flatten()
+    }
+}
+
+/// Runs `f` with the rows of `mm`, under one RCU read-side critical
+/// section: `f` must not sleep (the sample path, NMI included).
+pub(crate) fn with_walk_rows<R>(
+    mm: *const bindings::mm_struct,
+    f: impl FnOnce(&mut WalkRows<'_>) -> R,
+) -> R {
+    let guard = rcu::Guard::new();
+    let state = indexed(mm, &guard).map(|state| &**state);
+    f(&mut WalkRows {
+        guard: &guard,
+        state,
+        last: None,
+    })
+}

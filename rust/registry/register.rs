@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Registration: a section's bytes read from user memory, copied, validated
+//! (or shared with the same user's identical copy) and inserted into the
+//! address space's tree, within the limits.
+//!
+//! Contexts: process context (the ioctl, an exec's task work); reads user
+//! memory, takes the target's `mmap_lock` for reading, then the registry
+//! lock.
+
+use super::{
+    account::UserAccount,
+    copy::SectionCopy,
+    counters::{
+        limit,
+        Failure,
+        COUNTERS,
+        FAIL_MEM, //
+    },
+    section::Section,
+    state::MmState,
+    Registry,
+    Writer, //
+};
+use crate::{
+    abstractions::compat::rcu,
+    uapi::*, //
+};
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering, //
+};
+use kernel::{
+    mm::{
+        virt::flags as vm_flags,
+        MmWithUser,
+        MmapReadGuard, //
+    },
+    prelude::*,
+    sync::Arc,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
+};
+
+/// A registration request, read from user space.
+pub(crate) struct RegisterRequest {
+    pub(crate) sframe_data: u64,
+    pub(crate) sframe_len: u64,
+    pub(crate) sframe_addr: u64,
+    pub(crate) text_start: u64,
+    pub(crate) text_end: u64,
+    /// `SFRAME_SECTION_*` for `list`: zero for the ioctl.
+    pub(crate) flags: u32,
+}
+
+/// Checks that every byte of `[start, end)` is mapped executable.
+pub(super) fn text_is_mapped(
+    mmap: &MmapReadGuard<'_>,
+    start: usize,
+    end: usize,
+) -> Result<(), Failure> {
+    let mut addr = start;
+    while addr < end {
+        let Some(vma) = mmap.vma_lookup(addr) else {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_NOT_TEXT,
+                "text range not mapped",
+            ));
+        };
+        if vma.flags() & vm_flags::EXEC == 0 {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_NOT_TEXT,
+                "text range not executable",
+            ));
+        }
+        addr = vma.end();
+    }
+    Ok(())
+}
+
+/// `EEXIST` for `req`, whose text overlaps that of `existing`.  A loader
+/// registering what the module registered at exec (the program, the
+/// interpreter), or the module at exec finding what a daemon registered
+/// first, is normal: not logged.
+fn overlap_failure(existing: Option<&Section>, req: &RegisterRequest) -> Failure {
+    let overlap = Failure::new(
+        EEXIST,
+        SFRAME_FAIL_OVERLAP,
+        "text overlaps a registered range",
+    );
+    match existing {
+        Some(s)
+            if (s.flags | req.flags) & SFRAME_SECTION_EXEC != 0
+                && s.text_start == req.text_start
+                && s.text_end == req.text_end =>
+        {
+            overlap.quiet()
+        }
+        _ => overlap,
+    }
+}
+
+impl Registry {
+    /// Registers `req` for `mm`; returns the handle.
+    pub(crate) fn register(&self, mm: &MmWithUser, req: &RegisterRequest) -> Result<u64, Failure> {
+        let l = &self.limits;
+        if req.sframe_len == 0 {
+            return Err(Failure::new(EINVAL, SFRAME_FAIL_ARGUMENT, "empty section"));
+        }
+        if req.text_start >= req.text_end {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_ARGUMENT,
+                "empty text range",
+            ));
+        }
+        if req.sframe_len > l.max_section_bytes {
+            return Err(Failure::new(
+                E2BIG,
+                SFRAME_FAIL_TOO_BIG,
+                "section larger than max_section_bytes",
+            ));
+        }
+        let len = usize::try_from(req.sframe_len).map_err(|_| FAIL_MEM)?;
+        let addr = usize::try_from(req.sframe_data)
+            .map_err(|_| Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section pointer out of range"))?;
+        let text_start = usize::try_from(req.text_start)
+            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+        let text_end = usize::try_from(req.text_end)
+            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+
+        let mut bytes = KVVec::new();
+        UserSlice::new(UserPtr::from_addr(addr), len)
+            .reader()
+            .read_all(&mut bytes, GFP_KERNEL_ACCOUNT)
+            .map_err(|e| {
+                if e == EFAULT {
+                    Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section bytes unreadable")
+                } else {
+                    FAIL_MEM
+                }
+            })?;
+        let copy = self.get_copy(bytes, req.sframe_addr)?;
+        let result = self.insert(mm, req, text_start, text_end, &copy);
+        if result.is_err() {
+            self.writer().put_copy(&copy);
+        }
+        result
+    }
+
+    /// Inserts a section of `copy` for `req` into `mm`'s tree.
+    fn insert(
+        &self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        text_start: usize,
+        text_end: usize,
+        copy: &Arc<SectionCopy>,
+    ) -> Result<u64, Failure> {
+        let lo = copy.info.text_lo.wrapping_add(req.sframe_addr);
+        let hi = copy.info.text_hi.wrapping_add(req.sframe_addr);
+        if lo >= req.text_end || hi <= req.text_start || lo > hi {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_ARGUMENT,
+                "the section's functions lie outside the text range",
+            ));
+        }
+        let mmap = mm.mmap_read_lock();
+        text_is_mapped(&mmap, text_start, text_end)?;
+        let mut w = self.writer();
+        let (result, state) = w.insert(mm, req, text_start, text_end, copy);
+        drop(w);
+        drop(mmap);
+        // Our own reference, after the lock: the index may hold another.
+        drop(state);
+        result
+    }
+
+    /// Whether `state` may hold one more section of `owner`'s: the
+    /// per-process, per-user and module-wide section limits.
+    pub(super) fn section_limits(
+        &self,
+        state: &MmState,
+        owner: &UserAccount,
+    ) -> Result<(), Failure> {
+        if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm {
+            return Err(limit("per-process limit (max_sections_per_mm) reached"));
+        }
+        if owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user {
+            return Err(limit("per-user limit (max_sections_per_user) reached"));
+        }
+        if COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections {
+            return Err(limit("module-wide limit (max_total_sections) reached"));
+        }
+        Ok(())
+    }
+}
+
+impl Writer<'_> {
+    /// The state of `mm`, and whether it is indexed: a new, unindexed one if
+    /// it has none.  Under the lock, so it is not forgotten meanwhile.
+    pub(super) fn state_of(&mut self, mm: &MmWithUser) -> Result<(Arc<MmState>, bool), Failure> {
+        let key = mm.as_raw() as usize;
+        if let Some(state) = self.indexed_state(key) {
+            return Ok((state, true));
+        }
+        let state = Arc::pin_init(MmState::new(key), GFP_KERNEL_ACCOUNT).map_err(|_| FAIL_MEM)?;
+        Ok((state, false))
+    }
+
+    /// [`Registry::insert`] under the lock, with `mm`'s `mmap_lock` held;
+    /// also returns the state, for the caller to release after the locks.
+    fn insert(
+        &mut self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        text_start: usize,
+        text_end: usize,
+        copy: &Arc<SectionCopy>,
+    ) -> (Result<u64, Failure>, Option<Arc<MmState>>) {
+        if self.shared().shutting_down {
+            return (
+                Err(Failure::new(
+                    ENODEV,
+                    SFRAME_FAIL_ARGUMENT,
+                    "module unloading",
+                )),
+                None,
+            );
+        }
+        // What exited before counts no more against the limits.
+        self.maintain();
+        let (state, indexed) = match self.state_of(mm) {
+            Ok(s) => s,
+            Err(f) => return (Err(f), None),
+        };
+        self.purge(&state);
+        if let Err(f) = self.section_limits(&state, &copy.owner) {
+            return (Err(f), Some(state));
+        }
+        if let Some(f) = self.adopted_overlap(&state, req) {
+            return (Err(f), Some(state));
+        }
+        let handle = self.shared().next_handle;
+        let section = Section {
+            handle,
+            text_start: req.text_start,
+            text_end: req.text_end,
+            sframe_addr: req.sframe_addr,
+            copy: copy.clone(),
+            flags: req.flags,
+            dead: AtomicBool::new(false),
+        };
+        if let Err(e) = state
+            .sections
+            .insert_range(self.t, text_start, text_end - 1, section)
+        {
+            let f = if e.error == EEXIST {
+                let guard = rcu::Guard::new();
+                overlap_failure(state.sections.load(text_start, &guard), req)
+            } else {
+                Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot insert the section")
+            };
+            return (Err(f), Some(state));
+        }
+        state.admit(&copy.owner);
+        let state = if indexed {
+            state
+        } else {
+            match self.publish(state) {
+                Ok(()) => return (self.registered(handle), None),
+                Err((f, state)) => return (Err(f), Some(state)),
+            }
+        };
+        (self.registered(handle), Some(state))
+    }
+
+    /// `EEXIST` if `req` overlaps a live section of `state`'s adopted set.
+    fn adopted_overlap(&self, state: &MmState, req: &RegisterRequest) -> Option<Failure> {
+        let guard = rcu::Guard::new();
+        let adopted = state.adopted.get(&guard).and_then(|set| {
+            set.meeting(req.text_start, req.text_end)
+                .find(|s| s.is_live())
+        })?;
+        Some(overlap_failure(Some(adopted), req))
+    }
+
+    /// Puts a new `state`, which holds the one section just inserted, into
+    /// the index.  On failure the section is unreachable: the state is
+    /// emptied fully and handed back, so that it can be freed from an RCU
+    /// callback without locking.  Nothing else is in its tree (writers hold
+    /// the lock, and an unindexed state gets sections only here).
+    fn publish(&mut self, state: Arc<MmState>) -> Result<(), (Failure, Arc<MmState>)> {
+        let key = state.mm;
+        let Err(e) = self.index.insert_range(self.t, key, key, state) else {
+            return Ok(());
+        };
+        let state = e.value;
+        state.sections.clear(self.t, |s| {
+            state.retire(&s);
+            COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
+            COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
+        });
+        let f = Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot index the address space");
+        Err((f, state))
+    }
+
+    /// Counts the registration of `handle`, made; returns it.
+    fn registered(&mut self, handle: u64) -> Result<u64, Failure> {
+        self.shared().next_handle += 1;
+        self.count_registered(1);
+        Ok(handle)
+    }
+}

@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! KUnit suites for the unwinder: its counters, perf's callchain store and
+//! the module's walk limits, and the hooks' installation against a busy
+//! target.
+
+use kernel::prelude::*;
+
+#[kunit_tests(sframe_unwind_counters)]
+mod counter_tests {
+    use crate::sframe::unwind::{
+        FrameSource,
+        Stop, //
+    };
+    use crate::uapi::*;
+    use crate::unwind::counters::*;
+
+    #[test]
+    fn every_end_has_a_slot() {
+        let ends = [
+            (Stop::Outermost, SFRAME_UNWIND_END_OUTERMOST),
+            (Stop::MaxFrames, SFRAME_UNWIND_END_MAX_FRAMES),
+            (Stop::Consumer, SFRAME_UNWIND_END_MAX_FRAMES),
+            (Stop::ReadFault, SFRAME_UNWIND_END_FAULT),
+            (Stop::NoCoverage, SFRAME_UNWIND_END_NO_COVERAGE),
+            (Stop::CfaNotIncreasing, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::Misaligned, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::SpanExceeded, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::BadReturnAddress, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::Unsupported, SFRAME_UNWIND_END_BAD_STEP),
+            (Stop::Budget, SFRAME_UNWIND_END_BUDGET),
+            (Stop::SignalLimit, SFRAME_UNWIND_END_SIGNAL_LIMIT),
+        ];
+        for (stop, slot) in ends {
+            assert_eq!(end_counter(stop), slot);
+        }
+        assert_eq!(source_counter(FrameSource::Sample), None);
+        assert_eq!(
+            source_counter(FrameSource::SignalFrame),
+            Some(SFRAME_UNWIND_FRAMES_SIGNAL)
+        );
+    }
+
+    #[test]
+    fn a_walk_adds_its_frames_end_and_time() {
+        let mut t = Tally::default();
+        t.frame(FrameSource::Sample);
+        for _ in 0..3 {
+            t.frame(FrameSource::Sframe);
+        }
+        t.frame(FrameSource::FramePointer);
+        t.frame(FrameSource::EntryRule);
+        let d = t.deltas(Path::Deferred, Stop::Outermost, 1234);
+        let mut want = [0u64; SFRAME_UNWIND_COUNT];
+        want[SFRAME_UNWIND_WALKS_DEFERRED] = 1;
+        want[SFRAME_UNWIND_FRAMES_DEFERRED] = 6;
+        want[SFRAME_UNWIND_FRAMES_SFRAME] = 3;
+        want[SFRAME_UNWIND_FRAMES_FP] = 1;
+        want[SFRAME_UNWIND_FRAMES_ENTRY] = 1;
+        want[SFRAME_UNWIND_END_OUTERMOST] = 1;
+        want[SFRAME_UNWIND_NS_DEFERRED] = 1234;
+        assert_eq!(d, want);
+    }
+}
+
+#[kunit_tests(sframe_unwind_perf)]
+mod perf_tests {
+    use crate::abstractions::ffi;
+    use crate::sframe::{
+        unwind::{
+            walk_amd64,
+            walk_amd64_metered,
+            FrameSource,
+            Lookup,
+            Memory,
+            Regs,
+            Stop,
+            WalkLimits,
+            DEFERRED_MAX_WORK,
+            ENTRY_ROW,
+            MAX_SIGNAL_FRAMES,
+            RT_SIGRETURN_INSNS,
+            SAMPLE_MAX_WORK, //
+        },
+        Budget,
+        CfaRule,
+        Row, //
+    };
+    use crate::uapi::{
+        SFRAME_UNWIND_END_BUDGET,
+        SFRAME_UNWIND_END_SIGNAL_LIMIT, //
+    };
+    use crate::unwind::counters::end_counter;
+    use crate::unwind::perf::CallchainEntry;
+    use kernel::prelude::*;
+
+    /// A `perf_callchain_entry` (`u64 nr; u64 ip[]`) with room for 8 entries.
+    struct Chain {
+        words: KBox<[u64; 9]>,
+    }
+
+    impl Chain {
+        fn new() -> Result<Self> {
+            Ok(Self {
+                words: KBox::new([0u64; 9], GFP_KERNEL)?,
+            })
+        }
+
+        fn ctx(&mut self, max_stack: u32) -> ffi::perf_callchain_entry_ctx {
+            ffi::perf_callchain_entry_ctx {
+                entry: self.words.as_mut_ptr().cast(),
+                max_stack,
+                nr: 0,
+                contexts: 0,
+                contexts_maxed: false,
+            }
+        }
+    }
+
+    #[test]
+    fn store_honours_max_stack() -> Result {
+        let mut chain = Chain::new()?;
+        let mut ctx = chain.ctx(3);
+        {
+            // SAFETY: `ctx` and its entry live across this block, used by nothing else.
+            let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+            assert_eq!(entry.room(), 3);
+            assert!(entry.store(0x1000));
+            assert!(entry.store(0x2000));
+            assert!(entry.store(0x3000));
+            assert_eq!(entry.room(), 0);
+            assert!(!entry.store(0x4000));
+        }
+        assert_eq!(ctx.nr, 3);
+        assert_eq!(chain.words[..5], [3, 0x1000, 0x2000, 0x3000, 0]);
+        Ok(())
+    }
+
+    #[test]
+    fn store_stops_when_contexts_are_maxed() -> Result {
+        let mut chain = Chain::new()?;
+        let mut ctx = chain.ctx(8);
+        ctx.contexts_maxed = true;
+        // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
+        let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+        assert!(!entry.store(0x1000));
+        Ok(())
+    }
+
+    /// A stack in kernel memory: `words[i]` is at `base + 8 * i`.
+    struct Stack<'a> {
+        base: u64,
+        words: &'a [u64],
+    }
+
+    impl Memory for Stack<'_> {
+        fn read_u64(&mut self, addr: u64) -> Option<u64> {
+            let off = addr.checked_sub(self.base)?;
+            if off % 8 != 0 {
+                return None;
+            }
+            self.words.get(usize::try_from(off / 8).ok()?).copied()
+        }
+
+        fn read(&mut self, _addr: u64, _buf: &mut [u8]) -> bool {
+            false
+        }
+    }
+
+    /// Every function has a 16-byte frame: CFA = SP + 16, RA at CFA - 8.
+    struct Frames16;
+
+    impl Lookup for Frames16 {
+        fn row(&mut self, _pc: u64) -> Option<Row> {
+            // The entry rule, one push later.
+            Some(Row {
+                cfa: CfaRule {
+                    offset: 16,
+                    ..ENTRY_ROW.cfa
+                },
+                ..ENTRY_ROW
+            })
+        }
+    }
+
+    #[test]
+    fn a_walk_into_a_full_chain_stops_at_max_stack() -> Result {
+        let base = 0x7ff0_0000_0000u64;
+        let words = [0, 0x40_1001, 0, 0x40_1002, 0, 0x40_1003, 0, 0x40_1004, 0, 0];
+        let mut chain = Chain::new()?;
+        let mut ctx = chain.ctx(3);
+        {
+            // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
+            let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+            let limits = WalkLimits::unbudgeted(64, 1 << 20);
+            let regs = Regs {
+                pc: 0x40_0000,
+                sp: base,
+                fp: 0,
+            };
+            let mut mem = Stack {
+                base,
+                words: &words,
+            };
+            let stop = walk_amd64(regs, &limits, &mut Frames16, &mut mem, &mut |pc, _| {
+                entry.store(pc)
+            });
+            assert_eq!(stop, Stop::Consumer);
+        }
+        assert_eq!(chain.words[..5], [3, 0x40_0000, 0x40_1001, 0x40_1002, 0]);
+        Ok(())
+    }
+
+    /// A stack of words, and the `rt_sigreturn` trampoline's bytes at one
+    /// address: the text a forged signal frame chain needs.
+    struct Forged<'a> {
+        stack: Stack<'a>,
+        trampoline: u64,
+    }
+
+    impl Memory for Forged<'_> {
+        fn read_u64(&mut self, addr: u64) -> Option<u64> {
+            self.stack.read_u64(addr)
+        }
+
+        fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+            if addr != self.trampoline || buf.len() != RT_SIGRETURN_INSNS.len() {
+                return false;
+            }
+            buf.copy_from_slice(&RT_SIGRETURN_INSNS);
+            true
+        }
+    }
+
+    /// No SFrame coverage anywhere.
+    struct NoRows;
+
+    impl Lookup for NoRows {
+        fn row(&mut self, _pc: u64) -> Option<Row> {
+            None
+        }
+    }
+
+    #[test]
+    fn forged_signal_frames_end_at_the_module_limit() {
+        // The sample is at the trampoline; the `ucontext` at SP sends the
+        // walk back to the trampoline with the same SP, forever: only the
+        // limit on signal frames ends it. `uc_mcontext` is 40 bytes in,
+        // and rbp, rsp, rip are its 11th, 16th and 17th words.
+        let base = 0x7ff0_0000_0000u64;
+        let tramp = 0x40_2000u64;
+        let mut words = [0u64; 22];
+        words[20] = base;
+        words[21] = tramp;
+        let mut mem = Forged {
+            stack: Stack {
+                base,
+                words: &words,
+            },
+            trampoline: tramp,
+        };
+        let regs = Regs {
+            pc: tramp,
+            sp: base,
+            fp: 0,
+        };
+        let limits = WalkLimits::sample(127, 64 << 20);
+        let mut signals = 0u32;
+        let walked = walk_amd64_metered(regs, &limits, &mut NoRows, &mut mem, &mut |_, src| {
+            if src == FrameSource::SignalFrame {
+                signals += 1;
+            }
+            true
+        });
+        assert_eq!(walked.stop, Stop::SignalLimit);
+        assert_eq!(signals, MAX_SIGNAL_FRAMES);
+        assert_eq!(walked.frames, 1 + MAX_SIGNAL_FRAMES);
+        assert_eq!(end_counter(walked.stop), SFRAME_UNWIND_END_SIGNAL_LIMIT);
+    }
+
+    /// Every lookup costs what a scan of 1,000 FREs does.
+    struct Costly;
+
+    impl Lookup for Costly {
+        fn row(&mut self, pc: u64) -> Option<Row> {
+            Frames16.row(pc)
+        }
+
+        fn row_within(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+            if !budget.charge(1000) {
+                return None;
+            }
+            self.row(pc)
+        }
+    }
+
+    #[test]
+    fn costly_lookups_end_at_the_module_budget() {
+        // 127 frames of 16 bytes, each returning into the next.
+        let base = 0x7ff0_0000_0000u64;
+        let mut words = [0u64; 256];
+        for (i, w) in words.iter_mut().enumerate() {
+            *w = if i % 2 == 1 { 0x40_1000 + i as u64 } else { 0 };
+        }
+        let mut mem = Stack {
+            base,
+            words: &words,
+        };
+        let regs = Regs {
+            pc: 0x40_0000,
+            sp: base,
+            fp: 0,
+        };
+        let limits = WalkLimits::sample(127, 64 << 20);
+        let walked = walk_amd64_metered(regs, &limits, &mut Costly, &mut mem, &mut |_, _| true);
+        assert_eq!(walked.stop, Stop::Budget);
+        assert!(walked.work <= SAMPLE_MAX_WORK);
+        // Each frame: one lookup (1,000 units) and one read of its RA.
+        assert_eq!(walked.frames, 1 + SAMPLE_MAX_WORK / 1001);
+        assert_eq!(end_counter(walked.stop), SFRAME_UNWIND_END_BUDGET);
+        // The deferred path's budget goes further on the same stack.
+        let limits = WalkLimits::deferred(127, 64 << 20);
+        let walked = walk_amd64_metered(regs, &limits, &mut Costly, &mut mem, &mut |_, _| true);
+        assert_eq!(walked.stop, Stop::Budget);
+        assert_eq!(walked.frames, 1 + DEFERRED_MAX_WORK / 1001);
+    }
+}
+
+#[kunit_tests(sframe_unwind_hooks)]
+mod hook_tests {
+    use crate::abstractions::ftrace::{
+        Args,
+        FtraceHook,
+        Redirect, //
+    };
+    use crate::switches;
+    use crate::uapi::*;
+    use crate::unwind::hooks::Hooks;
+    use kernel::prelude::*;
+
+    /// Hooks that never redirect: the original function always runs.
+    struct OnSample;
+    struct OnDeferred;
+    /// Another `IPMODIFY` user of `unwind_user()`, as a livepatch of it is.
+    struct OtherUser;
+
+    // SAFETY: `redirect` never returns an address.
+    unsafe impl Redirect for OnSample {
+        const TARGET: &'static CStr = c"perf_callchain_user";
+        fn redirect(_args: &Args<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    // SAFETY: `redirect` never returns an address.
+    unsafe impl Redirect for OnDeferred {
+        const TARGET: &'static CStr = c"unwind_user";
+        fn redirect(_args: &Args<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    // SAFETY: `redirect` never returns an address.
+    unsafe impl Redirect for OtherUser {
+        const TARGET: &'static CStr = c"unwind_user";
+        fn redirect(_args: &Args<'_>) -> Option<usize> {
+            None
+        }
+    }
+
+    /// Needs `sframe_unwind` unloaded: its own hooks would be the other
+    /// user of both targets.
+    #[test]
+    fn a_busy_target_leaves_its_hook_off() -> Result {
+        let mut other = KBox::pin_init(FtraceHook::<OtherUser>::new(), GFP_KERNEL)?;
+        other.as_mut().install()?;
+        {
+            // Installing succeeds with the busy hook left off (EBUSY from
+            // ftrace, said in the log), so loading the module would too.
+            let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
+            assert_eq!(switches::current(), SFRAME_CTL_HOOK_SAMPLE);
+            let both = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+            assert_eq!(
+                switches::set(both, both),
+                Err(crate::abstractions::compat::eopnotsupp())
+            );
+            assert_eq!(switches::set(SFRAME_CTL_HOOK_SAMPLE, 0), Ok(0));
+            assert_eq!(
+                switches::set(SFRAME_CTL_HOOK_SAMPLE, SFRAME_CTL_HOOK_SAMPLE),
+                Ok(SFRAME_CTL_HOOK_SAMPLE)
+            );
+        }
+        assert_eq!(switches::current(), 0);
+        // Once the other user is gone the target is free again.
+        other.as_mut().uninstall();
+        let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
+        assert_eq!(
+            switches::current(),
+            SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED
+        );
+        Ok(())
+    }
+}
