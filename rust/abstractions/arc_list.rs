@@ -139,7 +139,11 @@ impl<T: Linked> Iterator for Taken<T> {
         let link = item.link();
         // INVARIANT: The rest of the chain, still owned by this value.
         self.next = link.next.load(Ordering::Relaxed);
-        link.queued.store(false, Ordering::Relaxed);
+        // Release: the load of `next` above is done before the item can be
+        // pushed again, which overwrites `next` (on a weakly ordered CPU a
+        // relaxed store could be seen first, and the rest of the chain
+        // lost).  Pairs with the acquire in `push`'s swap.
+        link.queued.store(false, Ordering::Release);
         // Pairs with the fence in `ArcList::push`: either the taker sees
         // what made the item queued again, or that push queues it again.
         fence(Ordering::SeqCst);
