@@ -19,6 +19,7 @@
 /* Feature bits reported by SFRAME_IOC_VERSION. */
 #define SFRAME_FEAT_V2		(1ULL << 0)
 #define SFRAME_FEAT_V3		(1ULL << 1)
+#define SFRAME_FEAT_STATS_SCOPE	(1ULL << 2)	/* sframe_stats.scope */
 
 struct sframe_version {
 	__u32 size;		/* in: sizeof(struct sframe_version) */
@@ -138,8 +139,8 @@ enum {
 
 struct sframe_stats {
 	__u32 size;		/* in: sizeof(struct sframe_stats) */
-	__u32 reserved;		/* must be zero */
-	__u64 sections;		/* registrations alive */
+	__u32 scope;		/* in: zero; out: SFRAME_STATS_SCOPE_* */
+	__u64 sections;		/* registrations held (live or not yet freed) */
 	__u64 copies;		/* distinct SFrame copies held */
 	__u64 bytes;		/* kernel bytes held for them */
 	__u64 mms;		/* processes with a registration */
@@ -149,6 +150,12 @@ struct sframe_stats {
 	__u64 unwind[SFRAME_UNWIND_COUNT];
 };
 #define SFRAME_STATS_SIZE_VER0	376
+/*
+ * scope: every user's figures (CAP_PERFMON or CAP_SYS_ADMIN), or the
+ * caller's own account's (mms, failures and unwind are then zero).
+ */
+#define SFRAME_STATS_SCOPE_MODULE	1
+#define SFRAME_STATS_SCOPE_OWN		2
 
 /* Control bits (SFRAME_IOC_CONTROL; CAP_SYS_ADMIN to change). */
 #define SFRAME_CTL_HOOK_SAMPLE		(1U << 0)	/* perf_callchain_user hook */

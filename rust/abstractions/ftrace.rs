@@ -14,6 +14,9 @@
 //! ([`Redirect::REDIRECTS`] false) has no `IPMODIFY`: it coexists with a
 //! livepatch of the same function.
 //!
+//! The filter is the target's name, which a module's function may share:
+//! the callback ignores calls of functions in the module area.
+//!
 //! Unregistering waits for callbacks that are running, not for replacements
 //! that a callback sent a task to: the user of this type guards its
 //! replacements and waits for them itself (see `hooks.rs`).
@@ -95,16 +98,22 @@ unsafe impl<T: Redirect> Sync for FtraceHook<T> {}
 
 /// The ftrace callback: asks `T` and moves the saved instruction pointer.
 ///
+/// The filter is a name, and a module may have a function of the same
+/// name (`ftrace_set_filter()` matches it too): a call of a function in
+/// the module area is left alone, so only the core kernel's `T::TARGET`
+/// is watched or redirected.
+///
 /// # Safety
 ///
 /// Called by ftrace only, with the `ftrace_regs` of the hooked call.
 unsafe extern "C" fn callback<T: Redirect>(
-    _ip: usize,
+    ip: usize,
     _parent_ip: usize,
     _ops: *mut ffi::ftrace_ops,
     fregs: *mut ffi::ftrace_regs,
 ) {
-    if fregs.is_null() {
+    // SAFETY: Compares an address with the module area's bounds.
+    if fregs.is_null() || unsafe { ffi::sframe_in_module_area(ip) } {
         return;
     }
     let args = Args {

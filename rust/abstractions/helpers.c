@@ -3,6 +3,7 @@
  * Out-of-line wrappers for static inline kernel functions that Rust cannot
  * call.  Each is a one-line forward; the Rust side documents the rules.
  */
+#include <linux/delay.h>
 #include <linux/ratelimit.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
@@ -16,6 +17,8 @@ struct mm_struct *sframe_current_mm(void)
 
 /* Unwinder: rust/abstractions/ftrace.rs, rust/unwind/. */
 #include <linux/ftrace.h>
+#include <linux/highmem.h>
+#include <linux/mm.h>
 #include <linux/perf_event.h>
 #include <linux/ptrace.h>
 #include <linux/sched/task_stack.h>
@@ -30,6 +33,16 @@ unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigne
 void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip)
 {
 	ftrace_regs_set_instruction_pointer(fregs, ip);
+}
+
+/*
+ * Whether @addr lies where modules are loaded: a function there is a
+ * module's, not the core kernel's (ftrace filters by name, and a module may
+ * have a function of the same name).
+ */
+bool sframe_in_module_area(unsigned long addr)
+{
+	return addr >= MODULES_VADDR && addr < MODULES_END;
 }
 
 int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip)
@@ -104,6 +117,47 @@ void sframe_cond_resched(void)
 	cond_resched();
 }
 
+void sframe_msleep(unsigned int ms)
+{
+	msleep(ms);
+}
+
+/*
+ * Reads @len bytes at @addr of @mm into @buf without waiting for I/O
+ * (rust/abstractions/nowait_mem.rs): a page that must be read from its file
+ * has its read started (FOLL_NOWAIT) and -EAGAIN is returned, so that the
+ * caller can wait in a way it can abandon.  -EFAULT where nothing is
+ * mapped readable, -EINTR if a fatal signal came while waiting for the
+ * mmap_lock; otherwise @len.
+ */
+long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf,
+			     unsigned long len)
+{
+	unsigned long done = 0;
+	long ret = 0;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	while (done < len) {
+		unsigned long at = addr + done;
+		unsigned long off = offset_in_page(at);
+		unsigned long n = min(len - done, PAGE_SIZE - off);
+		struct page *page;
+		long got;
+
+		got = get_user_pages_remote(mm, at, 1, FOLL_NOWAIT, &page, NULL);
+		if (got != 1) {
+			ret = (got == 0 || got == -EBUSY || got == -EAGAIN) ? -EAGAIN : -EFAULT;
+			break;
+		}
+		memcpy_from_page(buf + done, page, off, n);
+		put_page(page);
+		done += n;
+	}
+	mmap_read_unlock(mm);
+	return ret ? ret : (long)done;
+}
+
 /* The registry's RCU maple tree (rust/abstractions/rcu_maple.rs). */
 #include <linux/maple_tree.h>
 
@@ -150,6 +204,7 @@ void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *a
 /* Registry accounting (rust/abstractions/keyed_hash.rs, cred.rs). */
 #include <linux/cred.h>
 #include <linux/siphash.h>
+#include <linux/user_namespace.h>
 
 u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1)
 {
@@ -158,10 +213,49 @@ u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1)
 	return siphash(data, len, &key);
 }
 
-/* The caller's real user ID, as a number in the initial user namespace. */
-u32 sframe_current_kuid(void)
+/*
+ * The user that @cred's resources are charged to: its real user ID in the
+ * initial user namespace, or, for a task in a user namespace, the owner of
+ * the outermost namespace above it: the real user who made the
+ * container, however many IDs are mapped into it.
+ */
+static u32 sframe_account_of(const struct cred *cred)
 {
-	return __kuid_val(current_uid());
+	const struct user_namespace *ns = cred->user_ns;
+
+	if (ns == &init_user_ns)
+		return __kuid_val(cred->uid);
+	while (ns->parent && ns->parent != &init_user_ns)
+		ns = ns->parent;
+	return __kuid_val(ns->owner);
+}
+
+u32 sframe_current_account(void)
+{
+	return sframe_account_of(current_cred());
+}
+
+/*
+ * The account of the process that holds @mm: its owner task's (the
+ * memory cgroup's notion of the mm's owner), or the caller's where the
+ * kernel keeps no owner (no CONFIG_MEMCG) or it has none left.
+ */
+u32 sframe_mm_account(struct mm_struct *mm)
+{
+#ifdef CONFIG_MEMCG
+	struct task_struct *owner;
+	u32 account;
+
+	rcu_read_lock();
+	owner = rcu_dereference(mm->owner);
+	if (owner) {
+		account = sframe_account_of(__task_cred(owner));
+		rcu_read_unlock();
+		return account;
+	}
+	rcu_read_unlock();
+#endif
+	return sframe_current_account();
 }
 
 /*

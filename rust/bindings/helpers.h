@@ -21,6 +21,7 @@ struct pt_regs;
 
 unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n);
 void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip);
+bool sframe_in_module_area(unsigned long addr);
 int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip);
 struct pt_regs *sframe_current_user_regs(void);
 bool sframe_user_mode(struct pt_regs *regs);
@@ -44,7 +45,12 @@ void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *a
 
 /* Registry accounting (rust/abstractions/keyed_hash.rs, cred.rs). */
 u64 sframe_siphash(const void *data, size_t len, u64 k0, u64 k1);
-u32 sframe_current_kuid(void);
+u32 sframe_current_account(void);
+u32 sframe_mm_account(struct mm_struct *mm);
+
+/* Reading another mm without waiting for I/O (rust/abstractions/nowait_mem.rs). */
+long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf,
+			     unsigned long len);
 
 /* Fault injection for KUnit (current->fail_nth). */
 bool sframe_set_fail_nth(unsigned int n);

@@ -19,7 +19,13 @@ use super::{
     },
 };
 use crate::{
-    abstractions::compat::eopnotsupp,
+    abstractions::{
+        compat::eopnotsupp,
+        cred::{
+            current_account,
+            mm_account, //
+        },
+    },
     registry::{
         self,
         Failure,
@@ -51,7 +57,7 @@ fn version(arg: usize) -> Result<isize> {
     s.value.size = core::mem::size_of::<SframeVersion>() as u32;
     s.value.abi_version = SFRAME_ABI_VERSION;
     s.value.module_version = MODULE_VERSION;
-    s.value.features = SFRAME_FEAT_V2 | SFRAME_FEAT_V3;
+    s.value.features = SFRAME_FEAT_V2 | SFRAME_FEAT_V3 | SFRAME_FEAT_STATS_SCOPE;
     write_struct(&s)?;
     Ok(0)
 }
@@ -69,15 +75,16 @@ fn bad_arg(reason: &'static str) -> Failure {
     Failure::new(EINVAL, SFRAME_FAIL_ARGUMENT, reason)
 }
 
-/// Runs `f` on the target address space: the caller's, or with
-/// `SFRAME_F_PROCFD` the one the `/proc/PID/mem` (or, to read,
-/// `/proc/PID/auxv`) file `fd` was opened on.  `SFRAME_F_PIDFD` is refused:
-/// the module has no exported way to check ptrace permission from a pidfd.
+/// Runs `f` on the target address space and the account of the process
+/// that holds it: the caller's, or with `SFRAME_F_PROCFD` the one the
+/// `/proc/PID/mem` (or, to read, `/proc/PID/auxv`) file `fd` was opened
+/// on.  `SFRAME_F_PIDFD` is refused: the module has no exported way to
+/// check ptrace permission from a pidfd.
 fn with_target<R>(
     flags: u32,
     fd: i32,
     access: Access,
-    f: impl FnOnce(&MmWithUser) -> Result<R, Failure>,
+    f: impl FnOnce(&MmWithUser, u32) -> Result<R, Failure>,
 ) -> Result<R, Failure> {
     if flags & SFRAME_F_PIDFD != 0 {
         return Err(Failure::new(
@@ -98,14 +105,14 @@ fn with_target<R>(
                 Failure::new(e, SFRAME_FAIL_ARGUMENT, "not a /proc/PID/mem descriptor")
             }
         })?;
-        return f(&mm);
+        return f(&mm, mm_account(&mm));
     }
     if fd != 0 {
         return Err(bad_arg("pidfd set without SFRAME_F_PROCFD"));
     }
     let task = kernel::current!();
     let mm = task.mm().ok_or(bad_arg("caller has no address space"))?;
-    f(mm)
+    f(mm, current_account())
 }
 
 fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
@@ -125,8 +132,10 @@ fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
         text_start: v.text_start,
         text_end: v.text_end,
         flags: 0,
+        holder: 0,
     };
-    with_target(v.flags, v.pidfd, Access::Modify, |mm| {
+    with_target(v.flags, v.pidfd, Access::Modify, |mm, holder| {
+        let req = RegisterRequest { holder, ..req };
         let handle = reg.register(mm, &req)?;
         s.value.handle = handle;
         if let Err(e) = write_struct(&s) {
@@ -159,7 +168,7 @@ fn unregister(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
         }
         Which::Handle(v.handle)
     };
-    with_target(v.flags, v.pidfd, Access::Modify, |mm| {
+    with_target(v.flags, v.pidfd, Access::Modify, |mm, _| {
         reg.unregister(mm, which)
     })?;
     Ok(0)
@@ -177,7 +186,8 @@ fn list(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
     if v.entry_size < SFRAME_SECTION_INFO_SIZE_VER0 || v.entry_size > MAX_STRUCT_SIZE {
         return Err(bad_arg("entry_size out of range"));
     }
-    let infos = with_target(v.flags, v.pidfd, Access::Read, |mm| reg.list(mm))?;
+    let viewer = current_account();
+    let infos = with_target(v.flags, v.pidfd, Access::Read, |mm, _| reg.list(mm, viewer))?;
     let n = infos.len().min(v.capacity as usize);
     let stride = v.entry_size as usize;
     let base = usize::try_from(v.entries)
@@ -213,15 +223,23 @@ fn list(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
 
 fn stats(arg: usize) -> Result<isize, Failure> {
     let mut s = read_struct::<SframeStats>(arg, SFRAME_STATS_SIZE_VER0).map_err(arg_failure)?;
-    if s.value.reserved != 0 {
-        return Err(bad_arg("reserved field not zero"));
+    if s.value.scope != 0 {
+        return Err(bad_arg("scope field not zero"));
     }
     let mut out = SframeStats {
         size: core::mem::size_of::<SframeStats>() as u32,
         ..Default::default()
     };
-    registry::fill_stats(&mut out);
-    out.unwind = unwind::counters_snapshot();
+    // Module-wide figures tell of every user's processes: for whoever may
+    // watch the whole system (perf's own rule for system-wide events).
+    if permission::may_see_all() {
+        out.scope = SFRAME_STATS_SCOPE_MODULE;
+        registry::fill_stats(&mut out);
+        out.unwind = unwind::counters_snapshot();
+    } else {
+        out.scope = SFRAME_STATS_SCOPE_OWN;
+        registry::fill_own_stats(&mut out, current_account());
+    }
     s.value = out;
     write_struct(&s).map_err(arg_failure)?;
     Ok(0)

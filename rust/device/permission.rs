@@ -143,3 +143,14 @@ pub(crate) fn may_control() -> bool {
     // preconditions in process context.
     unsafe { crate::abstractions::ffi::capable(crate::abstractions::ffi::CAP_SYS_ADMIN as i32) }
 }
+
+/// Whether the caller may see every user's figures: `CAP_PERFMON` (or
+/// `CAP_SYS_ADMIN`), as perf asks of a system-wide event.
+pub(crate) fn may_see_all() -> bool {
+    // SAFETY: `capable()` checks the current task's credentials; no
+    // preconditions in process context.
+    unsafe {
+        crate::abstractions::ffi::capable(crate::abstractions::ffi::CAP_PERFMON as i32)
+            || crate::abstractions::ffi::capable(crate::abstractions::ffi::CAP_SYS_ADMIN as i32)
+    }
+}

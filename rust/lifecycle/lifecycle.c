@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * Registrations that follow the process (rust/lifecycle.rs): the exec, fork
+ * Registrations that follow the process (rust/lifecycle/): the exec, fork
  * and address-space teardown tracepoint probes, the task work and the
  * registry's maintenance work they queue, which call into the Rust side
  * directly.  Only in sframe_unwind.ko.
@@ -123,7 +123,7 @@ void sframe_teardown_probe_unregister(void)
 }
 
 /*
- * The registry's maintenance (rust/registry.rs): address spaces torn down
+ * The registry's maintenance (rust/registry/maintenance.rs): address spaces torn down
  * or left without sections are forgotten in process context, where the
  * registry's lock may be taken.
  */
@@ -161,10 +161,15 @@ bool sframe_vma_freed(const struct vm_area_struct *vma, struct mm_struct **mm,
 }
 
 /*
- * Whether every byte of [@start, @end) is still mapped from the file of
- * @vma, a mapping being freed, at the same file offsets: @vma was merged
- * into a neighbour, not unmapped.  False for an anonymous @vma.  The caller
- * of vm_area_free() holds the mm's mmap_lock, which find_vma() needs.
+ * Whether every byte of [@start, @end) is still mapped as @vma, a mapping
+ * being freed, mapped it: from the same file at the same offsets, or, for
+ * anonymous memory, from the same anon_vma at the same page offsets (a
+ * non-NULL anon_vma is shared only by mappings split from one another).
+ * True when @vma was merged into a neighbour (mprotect() split and
+ * restored), or is a copy that was never in the tree (a fork whose
+ * dup_mmap() failed frees its copy with vm_mm still the parent's): not an
+ * unmap.  The caller of vm_area_free() holds the mm's mmap_lock, which
+ * find_vma() needs.
  */
 bool sframe_vma_range_kept(const struct vm_area_struct *vma, unsigned long start,
 			   unsigned long end)
@@ -172,13 +177,16 @@ bool sframe_vma_range_kept(const struct vm_area_struct *vma, unsigned long start
 	struct mm_struct *mm = vma->vm_mm;
 	unsigned long bias = vma->vm_start - (vma->vm_pgoff << PAGE_SHIFT);
 
-	if (!vma->vm_file || !rwsem_is_locked(&mm->mmap_lock))
+	if (!rwsem_is_locked(&mm->mmap_lock))
+		return false;
+	if (!vma->vm_file && !vma->anon_vma)
 		return false;
 	while (start < end) {
 		struct vm_area_struct *cur = find_vma(mm, start);
 
 		if (!cur || cur == vma || cur->vm_start > start ||
 		    cur->vm_file != vma->vm_file ||
+		    (!vma->vm_file && cur->anon_vma != vma->anon_vma) ||
 		    cur->vm_start - (cur->vm_pgoff << PAGE_SHIFT) != bias)
 			return false;
 		start = cur->vm_end;
@@ -217,7 +225,3 @@ bool sframe_current_exiting(void)
 	return current->flags & PF_EXITING;
 }
 
-void sframe_msleep(unsigned int ms)
-{
-	msleep(ms);
-}

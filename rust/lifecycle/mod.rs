@@ -70,6 +70,7 @@ use crate::{
             FtraceHook,
             Redirect, //
         },
+        nowait_mem,
     },
     switches,
     uapi::{
@@ -98,6 +99,7 @@ impl Lifecycle {
     /// them off, and one without a traceable `vm_area_free()` goes without
     /// the watch, each said once; loading still succeeds.
     pub(crate) fn new() -> impl PinInit<Self, Error> {
+        nowait_mem::allow_waits();
         // SAFETY: Registers the C probe, which calls `sframe_on_exit_mmap`;
         // `drop` (or the error path below) unregisters it.
         let ret = unsafe { ffi::sframe_teardown_probe_register() };
@@ -156,6 +158,9 @@ impl PinnedDrop for Lifecycle {
             // SAFETY: The probes were registered in `new`. Afterwards no
             // probe runs, so no work is queued.
             unsafe { ffi::sframe_lifecycle_probes_unregister() };
+            // A work waiting for a page of its process's memory gives up
+            // now: unload waits for no file system.
+            nowait_mem::abandon_waits();
             probes::wait_for_works();
         }
         // SAFETY: `unmap` is a structurally pinned field of a pinned value.

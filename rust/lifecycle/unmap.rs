@@ -45,8 +45,10 @@ unsafe impl Redirect for UnmapWatch {
         // frees in this call; its fields are stable until then.
         if unsafe { ffi::sframe_vma_freed(vma, &mut mm, &mut start, &mut end) } {
             registry::unmapped(mm.cast(), start, end, |lo, hi| {
-                // SAFETY: As above; the caller holds the mm's `mmap_lock`
-                // (the helper checks that it is locked at all).
+                // SAFETY: As above.  The callers of `vm_area_free()` on an
+                // address space with users hold its `mmap_lock` (munmap may
+                // have downgraded it to read); the helper checks that it is
+                // held at all, not by whom, before `find_vma()`.
                 unsafe { ffi::sframe_vma_range_kept(vma, lo, hi) }
             });
         }

@@ -1,16 +1,22 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What one user holds in the registry: registrations alive and bytes of
-//! copies, per real UID, checked against the per-user limits.
+//! What one user holds in the registry, checked against the per-user
+//! limits: the sections held in the user's processes, and the copies (and
+//! their bytes) the user registered.
 //!
-//! Accounts live in [`Registry::users`](super::Registry) while they hold
-//! anything.  Contexts: created and forgotten under the registry lock
-//! (process context); the section count also falls when the unmap watch or
-//! the teardown path retires a section (atomic context, no lock).
+//! A user is an account: a real user ID, or for a task in a user
+//! namespace the real user who owns the outermost namespace above it
+//! (`abstractions::cred`), so that the IDs mapped into a container share
+//! one share of the limits.  Accounts live in
+//! [`Registry::users`](super::Registry) while they hold anything.
+//! Contexts: created and forgotten under the registry lock (process
+//! context); the section count also falls when the teardown probe
+//! releases a process's sections (atomic context, no lock).
 
 use super::{
     counters::Failure,
     counters::FAIL_MEM,
+    Registry,
     Writer, //
 };
 use crate::abstractions::{
@@ -29,13 +35,20 @@ use kernel::{
 
 /// What one user holds in the registry.
 pub(super) struct UserAccount {
-    /// The user's real UID (a `kuid_t` value).
-    pub(super) uid: u32,
-    /// Registrations alive: raised under the registry lock, lowered when a
-    /// section is retired (possibly by the unmap watch, unlocked).
+    /// The account: a `kuid_t` value in the initial user namespace.
+    pub(super) id: u32,
+    /// Sections held in the user's processes, live or retired, until they
+    /// are released: raised under the registry lock, lowered possibly
+    /// unlocked (the teardown probe).
     pub(super) sections: AtomicU32,
-    /// Bytes of the user's copies; changed under the registry lock only.
+    /// Copies the user registered; changed under the registry lock only.
+    pub(super) copies: AtomicU32,
+    /// Bytes of those copies; changed under the registry lock only.
     pub(super) bytes: AtomicU64,
+    /// Sections registered and retired in the user's processes since load
+    /// (or since the account was made), for the user's own figures.
+    pub(super) registered: AtomicU64,
+    pub(super) unregistered: AtomicU64,
 }
 
 #[expect(unsafe_code, reason = "an account's drop frees memory only")]
@@ -54,36 +67,44 @@ impl Writer<'_> {
         let same = {
             let guard = rcu::Guard::new();
             self.users
-                .load(owner.uid as usize, &guard)
+                .load(owner.id as usize, &guard)
                 .is_some_and(|a| Arc::ptr_eq(a, owner))
         };
         // An account that cannot be erased now (no memory for the tree's
         // nodes) stays, idle, and is used again by the user's next request.
         if same {
-            let _ = self.users.erase(self.t, owner.uid as usize);
+            let _ = self.users.erase(self.t, owner.id as usize);
         }
     }
 
-    /// `uid`'s account, created if the user holds nothing yet.
-    pub(super) fn account(&mut self, uid: u32) -> Result<Arc<UserAccount>, Failure> {
-        {
-            let guard = rcu::Guard::new();
-            if let Some(a) = self.users.load(uid as usize, &guard) {
-                return Ok(a.clone());
-            }
+    /// Account `id`, created if the user holds nothing yet.
+    pub(super) fn account(&mut self, id: u32) -> Result<Arc<UserAccount>, Failure> {
+        if let Some(a) = self.reg.find_account(id) {
+            return Ok(a);
         }
         let a = Arc::new(
             UserAccount {
-                uid,
+                id,
                 sections: AtomicU32::new(0),
+                copies: AtomicU32::new(0),
                 bytes: AtomicU64::new(0),
+                registered: AtomicU64::new(0),
+                unregistered: AtomicU64::new(0),
             },
             GFP_KERNEL_ACCOUNT,
         )
         .map_err(|_| FAIL_MEM)?;
         self.users
-            .insert_range(self.t, uid as usize, uid as usize, a.clone())
+            .insert_range(self.t, id as usize, id as usize, a.clone())
             .map_err(|_| FAIL_MEM)?;
         Ok(a)
+    }
+}
+
+impl Registry {
+    /// Account `id`, if it holds anything.  RCU only: any context.
+    pub(super) fn find_account(&self, id: u32) -> Option<Arc<UserAccount>> {
+        let guard = rcu::Guard::new();
+        self.users.load(id as usize, &guard).cloned()
     }
 }

@@ -4,17 +4,19 @@
 //!
 //! [`snapshot`] runs in the fork path (the `sched_process_fork` probe,
 //! preemption off): it takes the parent's live sections lock-free, as
-//! references to their copies with no count changed, into one sorted
-//! array.  [`Registry::adopt`] runs in the child's task work before its
-//! first return to user space, in process context: under the child's
-//! `mmap_lock` and the registry lock it counts each copy's use, checks the
-//! limits and that the text is mapped in the child, and makes the array
-//! the child's adopted set in one step, published whole.
+//! references to their copies with no use counted, into one sorted
+//! array (`GFP_ATOMIC`; it lives until the child's first return to user
+//! space).  [`Registry::adopt`] runs in the child's task work before then,
+//! in process context: it builds the child's own set, charged to the
+//! child's memory cgroup and held by the child's account, and under the
+//! child's `mmap_lock` and the registry lock counts each copy's use,
+//! checks the limits and that the text is mapped in the child, and
+//! publishes the set in one step.
 
 use super::{
+    copy::SectionCopy,
     counters::{
         Failure,
-        COUNTERS,
         FAIL_MEM, //
     },
     lookup::indexed,
@@ -32,14 +34,12 @@ use super::{
 use crate::{
     abstractions::{
         compat::rcu,
+        cred::current_account,
         ratelimit::pr_warn_ratelimited, //
     },
     uapi::SFRAME_SECTION_INHERITED,
 };
-use core::sync::atomic::{
-    AtomicBool,
-    Ordering, //
-};
+use core::sync::atomic::Ordering;
 use kernel::{
     bindings,
     mm::{
@@ -47,11 +47,14 @@ use kernel::{
         MmapReadGuard, //
     },
     prelude::*,
+    sync::Arc,
 };
 
-/// A parent's live registrations at fork, for the child: sorted by text.
-/// Their copies are referenced, but their uses not counted: the child
-/// counts them when it adopts them, under the lock.
+/// A parent's live registrations at fork, for the child: sorted by text
+/// (a register and an unregister racing with the snapshot may leave two
+/// overlapping: the child keeps the first).  Their copies are referenced,
+/// but their uses not counted: the child counts them when it adopts them,
+/// under the lock.
 pub(crate) struct Inherited {
     sections: KVec<Section>,
 }
@@ -85,15 +88,8 @@ pub(crate) fn snapshot(parent: *const bindings::mm_struct) -> Option<Inherited> 
         }
         // More sections than counted (a concurrent register): the rest
         // are left out, as if registered after the fork.
-        let _ = sections.push_within_capacity(Section {
-            handle: s.handle,
-            text_start: s.text_start,
-            text_end: s.text_end,
-            sframe_addr: s.sframe_addr,
-            copy: s.copy.clone(),
-            flags: s.flags | SFRAME_SECTION_INHERITED,
-            dead: AtomicBool::new(false),
-        });
+        let _ =
+            sections.push_within_capacity(s.inherit(s.holder.clone(), SFRAME_SECTION_INHERITED));
     };
     state.for_each_in_order(&guard, |s| take(&mut sections, s));
     Some(Inherited { sections })
@@ -103,49 +99,56 @@ impl Registry {
     /// Gives `mm`, a fork child's on its first way to user space, the
     /// registrations `inherited` its parent had at the fork: the same
     /// copies (a copy the parent has let go of since is taken again from
-    /// its bytes), the same handles, charged to the same limits.  A section
-    /// that cannot be adopted is left out, said in the log; the child then
-    /// falls back to frame pointers there, as an unregistered task would.
-    /// The sections become the child's adopted set, the snapshot's own
-    /// array, in one step: no allocation or tree store per section.  The
-    /// child's state is published whole, after its last section.
+    /// its bytes), the same handles, held by the child's account and
+    /// charged to its limits.  A section that cannot be adopted is left
+    /// out, said in the log; the child then falls back to frame pointers
+    /// there, as an unregistered task would.  The sections become the
+    /// child's adopted set in one step: one allocation, no tree store per
+    /// section; the child's state is published whole, after its last
+    /// section.
     pub(crate) fn adopt(&self, mm: &MmWithUser, inherited: Inherited) {
         let entries = inherited.sections;
-        let mmap = mm.mmap_read_lock();
-        let mut w = self.writer();
-        w.maintain();
-        let Ok((state, indexed)) = w.state_of(mm) else {
-            drop(w);
-            drop(mmap);
-            self.adopt_failed(entries.len() as u32);
+        let n = entries.len();
+        // Outside the lock: the copies the parent let go of since the
+        // fork, revived (their bytes copied), and the child's own array.
+        // (No maintenance first: an exited process's sections count
+        // against nobody from its teardown on.)
+        let Some(revived) = self.revive_dead(&entries) else {
+            self.adopt_failed(n as u32);
             return;
         };
-        // A child's state is new but where something registered for it
-        // first (a daemon, through its PID): then one section at a time.
-        let (added, mut dropped) = if indexed {
-            w.adopt_into_tree(&mmap, &state, entries)
-        } else {
-            w.adopt_as_set(&mmap, &state, entries)
+        let Ok(kept) = KVec::with_capacity(n, GFP_KERNEL_ACCOUNT) else {
+            self.adopt_failed(n as u32);
+            return;
         };
-        if added > 0 && !indexed {
-            let key = state.mm;
-            if let Err(e) = w.index.insert_range(w.t, key, key, state) {
-                // Unreachable without the index entry: empty the state.
-                let state = e.value;
-                let t = w.t;
-                state.take_all(t, |s| w.unadmit(&state, s));
-                dropped += added;
-                drop(w);
-                drop(mmap);
-                drop(state);
-                self.adopt_failed(dropped);
-                return;
-            }
-        }
-        w.count_registered(u64::from(added));
+        let mmap = mm.mmap_read_lock();
+        let mut w = self.writer();
+        let dropped = w.adopt_locked(mm, &mmap, entries, revived, kept);
         drop(w);
         drop(mmap);
         self.adopt_failed(dropped);
+    }
+
+    /// For each entry whose copy is dead (its last use went since the
+    /// fork), a live copy of its bytes with a use counted, by index (an
+    /// empty list, allocating nothing, if none is); `None` if there was no
+    /// memory for the list.  Process context, without the lock.
+    fn revive_dead(&self, entries: &[Section]) -> Option<KVec<Option<Arc<SectionCopy>>>> {
+        let dead = |e: &Section| e.copy.users.load(Ordering::Relaxed) == 0;
+        if !entries.iter().any(dead) {
+            return Some(KVec::new());
+        }
+        let mut revived = KVec::with_capacity(entries.len(), GFP_KERNEL).ok()?;
+        for e in entries {
+            let copy = (e.copy.users.load(Ordering::Relaxed) == 0)
+                .then(|| self.revive(&e.copy).ok())
+                .flatten();
+            let _ = revived.push_within_capacity(copy);
+            if !e.copy.bytes.is_empty() {
+                resched();
+            }
+        }
+        Some(revived)
     }
 
     fn adopt_failed(&self, dropped: u32) {
@@ -161,126 +164,158 @@ impl Registry {
 }
 
 impl Writer<'_> {
-    /// Gives the child's new `state` the `entries` as its adopted set, in
-    /// one allocation whatever their number; the sections added and left
-    /// out.  Under the child's `mmap_lock`.
-    fn adopt_as_set(
+    /// [`Registry::adopt`] under the lock and the child's `mmap_lock`:
+    /// `revived` has the entries' revived copies, `kept` room for them all.
+    /// The number of sections left out.
+    fn adopt_locked(
         &mut self,
+        mm: &MmWithUser,
         mmap: &MmapReadGuard<'_>,
-        state: &MmState,
-        mut entries: KVec<Section>,
-    ) -> (u32, u32) {
-        let mut dropped = 0u32;
-        // An entry left out is marked dead here, with no use of its copy
-        // counted, and removed below.
-        for e in entries.iter_mut() {
-            let taken = !self.shared().shutting_down && self.take_use(e);
-            if taken && self.may_adopt(mmap, state, e).is_ok() {
-                state.admit(&e.copy.owner);
-            } else {
-                if taken {
-                    self.put_copy(&e.copy);
-                }
-                *e.dead.get_mut() = true;
-                dropped += 1;
+        entries: KVec<Section>,
+        mut revived: KVec<Option<Arc<SectionCopy>>>,
+        mut kept: KVec<Section>,
+    ) -> u32 {
+        let n = entries.len() as u32;
+        let unused = |w: &mut Self, revived: &mut KVec<Option<Arc<SectionCopy>>>| {
+            for c in revived.iter_mut().filter_map(Option::take) {
+                w.put_copy(&c);
             }
-            resched();
-        }
-        entries.retain(|e| !e.dead.load(Ordering::Relaxed));
-        let added = entries.len() as u32;
-        if added == 0 {
-            return (0, dropped);
-        }
-        match state.adopted.set(self.t, AdoptedSet { sections: entries }) {
-            Ok(()) => (added, dropped),
-            Err(set) => {
-                for s in set.sections.iter() {
-                    self.unadmit(state, s);
-                }
-                (0, dropped + added)
-            }
-        }
-    }
-
-    /// Inserts the `entries` one by one into the tree of the child's
-    /// `state`; the sections added and left out.  Under the child's
-    /// `mmap_lock`.
-    fn adopt_into_tree(
-        &mut self,
-        mmap: &MmapReadGuard<'_>,
-        state: &MmState,
-        mut entries: KVec<Section>,
-    ) -> (u32, u32) {
+        };
+        let (Ok(holder), Ok((state, indexed))) =
+            (self.account(current_account()), self.state_of(mm))
+        else {
+            unused(self, &mut revived);
+            return n;
+        };
         let (mut added, mut dropped) = (0u32, 0u32);
-        for mut e in entries.drain_all() {
-            if self.shared().shutting_down || !self.take_use(&mut e) {
+        let mut end = 0u64;
+        for (i, e) in entries.iter().enumerate() {
+            let revived = revived.get_mut(i).and_then(Option::take);
+            // Sorted by start: overlapping the one before means a register
+            // raced with the snapshot; the first is kept.
+            let copy = if self.shared().shutting_down || e.text_start < end {
+                if let Some(c) = revived {
+                    self.put_copy(&c);
+                }
+                None
+            } else {
+                self.take_use(e, revived)
+            };
+            let Some(copy) = copy else {
+                dropped += 1;
+                continue;
+            };
+            let mut s = e.inherit(holder.clone(), 0);
+            s.copy = copy;
+            if let Err(s) = self.adopt_one(mmap, &state, indexed, s, &mut kept) {
+                self.put_copy(&s.copy);
                 dropped += 1;
                 continue;
             }
-            let copy = e.copy.clone();
-            let t = self.t;
-            let inserted = self.may_adopt(mmap, state, &e).and_then(|()| {
-                let (start, end) = (e.text_start as usize, e.text_end as usize);
-                state
-                    .sections
-                    .insert_range(t, start, end - 1, e)
-                    .map_err(|_| FAIL_MEM)
-            });
-            if inserted.is_err() {
-                self.put_copy(&copy);
-                dropped += 1;
-                continue;
-            }
-            state.admit(&copy.owner);
+            end = e.text_end;
             added += 1;
             resched();
         }
-        (added, dropped)
+        unused(self, &mut revived);
+        if !indexed && added > 0 && !self.publish_set(&state, kept) {
+            return n;
+        }
+        dropped
     }
 
-    /// Counts a use of `e`'s copy for the child.  Use counts change under
-    /// the lock only: a copy still used is used once more; a dead one (the
-    /// parent let go of it since the fork) is taken again, and replaces
-    /// `e`'s.  False if it could not be.
-    fn take_use(&mut self, e: &mut Section) -> bool {
-        if e.copy.users.load(Ordering::Relaxed) != 0 {
-            e.copy.users.fetch_add(1, Ordering::Relaxed);
-            return true;
+    /// The use of `e`'s copy for the child: `revived` if it was revived,
+    /// else one more use of its copy if that is still live.  Use counts
+    /// change under the lock only.
+    fn take_use(
+        &mut self,
+        e: &Section,
+        revived: Option<Arc<SectionCopy>>,
+    ) -> Option<Arc<SectionCopy>> {
+        if let Some(c) = revived {
+            return Some(c);
         }
-        match self.revive(&e.copy) {
-            Ok(c) => {
-                e.copy = c;
-                true
+        if e.copy.users.load(Ordering::Relaxed) == 0 {
+            // It died after `revive_dead` looked.
+            return None;
+        }
+        e.copy.users.fetch_add(1, Ordering::Relaxed);
+        Some(e.copy.clone())
+    }
+
+    /// Adds `s` to the child's state, counted: into its tree if the state
+    /// is published already (something registered for the child first: a
+    /// daemon, through its PID), else into `kept`, the set to be.  Hands
+    /// `s` back if it may not be adopted.
+    fn adopt_one(
+        &mut self,
+        mmap: &MmapReadGuard<'_>,
+        state: &MmState,
+        indexed: bool,
+        s: Section,
+        kept: &mut KVec<Section>,
+    ) -> Result<(), Section> {
+        if self.may_adopt(mmap, state, &s).is_err() {
+            return Err(s);
+        }
+        if indexed {
+            return self.insert_section(state, s).map_err(|(s, _)| s);
+        }
+        kept.push_within_capacity(s).map_err(|e| e.0)?;
+        if let Some(s) = kept.last() {
+            state.admit(s);
+        }
+        Ok(())
+    }
+
+    /// Makes `kept`, the sections admitted into a new `state`, its adopted
+    /// set, and publishes the state; undoes the adoption if either fails.
+    fn publish_set(&mut self, state: &Arc<MmState>, kept: KVec<Section>) -> bool {
+        let set = match AdoptedSet::new(kept) {
+            Ok(set) => set,
+            Err(kept) => {
+                self.unadopt(state, &kept);
+                return false;
             }
-            Err(_) => false,
+        };
+        if let Err(set) = state.adopted.set(self.t, set) {
+            self.unadopt(state, &set.sections);
+            return false;
+        }
+        let key = state.mm;
+        if let Err(e) = self.index.insert_range(self.t, key, key, state.clone()) {
+            drop(e);
+            if let Some(set) = state.adopted.take(self.t) {
+                self.unadopt(state, &set.sections);
+            }
+            return false;
+        }
+        true
+    }
+
+    /// Undoes the adoption of `sections` into a state that never entered
+    /// the index: uncounted, and their copies' uses dropped.
+    fn unadopt(&mut self, state: &MmState, sections: &[Section]) {
+        for s in sections {
+            state.unadmit(s);
+            self.put_copy(&s.copy);
         }
     }
 
-    /// Whether the child's `state` may take `e`: its text is mapped in the
+    /// Whether the child's `state` may take `s`: its text is mapped in the
     /// child (text the parent marked `MADV_DONTFORK` is not), within the
     /// limits.  Under the child's `mmap_lock`.
     fn may_adopt(
         &self,
         mmap: &MmapReadGuard<'_>,
         state: &MmState,
-        e: &Section,
+        s: &Section,
     ) -> Result<(), Failure> {
-        let start = usize::try_from(e.text_start).map_err(|_| FAIL_MEM)?;
-        let end = usize::try_from(e.text_end).map_err(|_| FAIL_MEM)?;
+        let start = usize::try_from(s.text_start).map_err(|_| FAIL_MEM)?;
+        let end = usize::try_from(s.text_end).map_err(|_| FAIL_MEM)?;
         if end <= start {
             return Err(FAIL_MEM);
         }
         text_is_mapped(mmap, start, end)?;
-        self.section_limits(state, &e.copy.owner)
-    }
-
-    /// Undoes the adoption of `s` into a state that never entered the
-    /// index: retired without counting it as unregistered (it was never
-    /// counted as registered), and its copy's use dropped.
-    fn unadmit(&mut self, state: &MmState, s: &Section) {
-        state.retire(s);
-        COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
-        COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
-        self.put_copy(&s.copy);
+        self.section_limits(state, &s.holder)
     }
 }

@@ -10,9 +10,10 @@
 //! the last one leaving removes it from the table and uncharges its bytes,
 //! and the memory goes when the last RCU-deferred section lets go of it.
 //!
-//! Contexts: process context, under the registry lock, but for
-//! [`Registry::get_copy`]'s hash and validation, which run before it (a
-//! large section takes a while).
+//! Contexts: process context.  Nothing proportional to a section's size
+//! runs under the registry lock: the hash, the validation, the comparison
+//! with an existing copy and the copy of a revived one's bytes run before
+//! it, and the lock only counts the use if the copy is still live.
 
 use super::{
     account::UserAccount,
@@ -29,7 +30,7 @@ use super::{
 use crate::{
     abstractions::{
         compat::rcu,
-        cred::current_kuid,
+        cred::current_account,
         keyed_hash::KeyedHash,
         rcu_maple::TreeValue, //
     },
@@ -50,16 +51,17 @@ use kernel::{
 pub(super) struct SectionCopy {
     pub(super) bytes: KVVec<u8>,
     /// The key of this copy in [`Registry::copies`], a keyed hash of the
-    /// owner's UID and the bytes.
+    /// owner's account and the bytes.
     key: usize,
     /// Whether the copy is in [`Registry::copies`] (a rare key collision
     /// leaves it out: it is then not shared, nothing else changes).
     indexed: bool,
-    /// The user the bytes are charged to.
+    /// The user who registered the bytes, charged for them.
     pub(super) owner: Arc<UserAccount>,
     /// Sections using the copy; changed under the registry lock only.  A
     /// copy whose count reached zero is dead: it is out of the table and
-    /// its bytes are uncharged, and it is never used again.
+    /// its bytes are uncharged, and it is never used again (a fork child
+    /// that inherited it revives its bytes as a new copy).
     pub(super) users: AtomicU32,
     pub(super) info: CopyInfo,
 }
@@ -82,11 +84,11 @@ pub(super) struct CopyInfo {
     pub(super) text_hi: u64,
 }
 
-/// The key of `uid`'s copy of `bytes` in [`Registry::copies`]: SipHash
-/// under a secret key, so keys collide only by chance; a comparison of the
-/// bytes decides.  Reschedules between 256 KiB chunks.
-fn copy_key(hash_key: &KeyedHash, uid: u32, bytes: &[u8]) -> usize {
-    let mut h = hash_key.seed(u64::from(uid));
+/// The key of account `owner`'s copy of `bytes` in [`Registry::copies`]:
+/// SipHash under a secret key, so keys collide only by chance; a
+/// comparison of the bytes decides.  Reschedules between 256 KiB chunks.
+fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> usize {
+    let mut h = hash_key.seed(u64::from(owner));
     for chunk in bytes.chunks(256 << 10) {
         h = hash_key.hash(h, chunk);
         resched();
@@ -134,44 +136,84 @@ fn validate(bytes: &[u8], sframe_addr: u64) -> Result<CopyInfo, Failure> {
 }
 
 impl Registry {
-    /// The copy of `bytes` for the caller's user (shared if that user holds
-    /// identical bytes), its user count raised.
+    /// The copy of `bytes` for the caller's account (shared if it holds
+    /// identical bytes), its use counted.
     pub(super) fn get_copy(
         &self,
         bytes: KVVec<u8>,
         sframe_addr: u64,
     ) -> Result<Arc<SectionCopy>, Failure> {
-        let uid = current_kuid();
-        let key = copy_key(&self.hash_key, uid, &bytes);
-        if let Some(c) = self.writer().find_copy(key, uid, &bytes) {
+        let owner = current_account();
+        let key = copy_key(&self.hash_key, owner, &bytes);
+        if let Some(c) = self.shared_copy(key, owner, &bytes) {
             return Ok(c);
         }
-        // Validate outside the lock: a large section takes a while.
         let info = validate(&bytes, sframe_addr)?;
-        let mut w = self.writer();
-        if let Some(c) = w.find_copy(key, uid, &bytes) {
+        // The same bytes may have come meanwhile: share them if so.  (Two
+        // that race past this both make a copy; the second is not in the
+        // table, so not shared, and nothing else changes.)
+        if let Some(c) = self.shared_copy(key, owner, &bytes) {
             return Ok(c);
         }
-        w.new_copy(bytes, key, uid, info)
+        self.writer().new_copy(bytes, key, owner, info)
+    }
+
+    /// Account `owner`'s copy of `bytes` at `key` in the table, its use
+    /// counted.  The bytes are compared outside the lock (a copy's bytes
+    /// never change), with that owner's copy only; the lock counts the use
+    /// if the copy is still live.
+    fn shared_copy(&self, key: usize, owner: u32, bytes: &[u8]) -> Option<Arc<SectionCopy>> {
+        let c = {
+            let guard = rcu::Guard::new();
+            self.copies.load(key, &guard)?.clone()
+        };
+        if c.owner.id != owner || !same_bytes(&c.bytes, bytes) {
+            return None;
+        }
+        let _w = self.writer();
+        // A copy whose last user left (erased meanwhile, or left in the
+        // table for want of memory) is not used again.
+        if c.users.load(Ordering::Relaxed) == 0 {
+            return None;
+        }
+        c.users.fetch_add(1, Ordering::Relaxed);
+        Some(c)
+    }
+
+    /// A live copy with the bytes of `old`, a copy taken at a fork whose
+    /// last user has left since, its use counted: the owner's identical
+    /// copy if there is one again, else a new one, charged again.  The
+    /// bytes were validated when `old` was made; they are copied outside
+    /// the lock.
+    pub(super) fn revive(&self, old: &SectionCopy) -> Result<Arc<SectionCopy>, Failure> {
+        if let Some(c) = self.shared_copy(old.key, old.owner.id, &old.bytes) {
+            return Ok(c);
+        }
+        let mut bytes = KVVec::new();
+        bytes
+            .extend_from_slice(&old.bytes, GFP_KERNEL_ACCOUNT)
+            .map_err(|_| FAIL_MEM)?;
+        self.writer()
+            .new_copy(bytes, old.key, old.owner.id, old.info)
     }
 }
 
 impl Writer<'_> {
-    /// A new copy of validated `bytes` for `uid`, in the table under `key`
-    /// unless that key is taken, charged to the user's and the module's
-    /// byte limits.
+    /// A new copy of validated `bytes` for account `owner`, in the table
+    /// under `key` unless that key is taken, its use counted, charged to
+    /// the owner's and the module's byte limits.
     fn new_copy(
         &mut self,
         bytes: KVVec<u8>,
         key: usize,
-        uid: u32,
+        owner: u32,
         info: CopyInfo,
     ) -> Result<Arc<SectionCopy>, Failure> {
         let len = bytes.len() as u64;
         if self.shared().bytes.saturating_add(len) > self.limits.max_total_bytes {
             return Err(limit("module-wide byte limit (max_total_bytes) reached"));
         }
-        let owner = self.account(uid)?;
+        let owner = self.account(owner)?;
         if owner.bytes.load(Ordering::Relaxed).saturating_add(len) > self.limits.max_bytes_per_user
         {
             self.forget_if_idle(&owner);
@@ -208,48 +250,10 @@ impl Writer<'_> {
         }
         self.shared().bytes += len;
         copy.owner.bytes.fetch_add(len, Ordering::Relaxed);
+        copy.owner.copies.fetch_add(1, Ordering::Relaxed);
         COUNTERS.copies.fetch_add(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_add(len, Ordering::Relaxed);
         Ok(copy)
-    }
-
-    /// A live copy with the bytes of `old`, a copy taken at a fork whose
-    /// last user has left since: the owner's identical copy if there is
-    /// one again, else a new one, charged again.  The bytes were validated
-    /// when `old` was made.
-    pub(super) fn revive(&mut self, old: &SectionCopy) -> Result<Arc<SectionCopy>, Failure> {
-        let uid = old.owner.uid;
-        if let Some(c) = self.find_copy(old.key, uid, &old.bytes) {
-            return Ok(c);
-        }
-        let mut bytes = KVVec::new();
-        bytes
-            .extend_from_slice(&old.bytes, GFP_KERNEL_ACCOUNT)
-            .map_err(|_| FAIL_MEM)?;
-        self.new_copy(bytes, old.key, uid, old.info)
-    }
-
-    /// `uid`'s copy of `bytes`, its user count raised.  O(log n) in the
-    /// number of copies, whoever holds them; the bytes are compared only
-    /// with the same user's copy.
-    fn find_copy(&mut self, key: usize, uid: u32, bytes: &[u8]) -> Option<Arc<SectionCopy>> {
-        // The table changes only under the registry lock, which the caller
-        // holds: the copy stays in it while the bytes are compared, outside
-        // the table's spinlock.
-        let c = {
-            let guard = rcu::Guard::new();
-            self.copies.load(key, &guard)?.clone()
-        };
-        // A copy whose last user left but that could not be erased (for
-        // want of memory) is not found again.
-        if c.users.load(Ordering::Relaxed) == 0
-            || c.owner.uid != uid
-            || !same_bytes(&c.bytes, bytes)
-        {
-            return None;
-        }
-        c.users.fetch_add(1, Ordering::Relaxed);
-        Some(c)
     }
 
     /// Drops one use of `copy`; the last one removes it from the table and
@@ -260,7 +264,7 @@ impl Writer<'_> {
             return;
         }
         // A copy that cannot be erased now (no memory for the tree's nodes)
-        // stays in the table, unused, until unload; `find_copy` skips it.
+        // stays in the table, unused, until unload; `shared_copy` skips it.
         if copy.indexed {
             let _ = self.copies.erase(self.t, copy.key);
         }
@@ -269,6 +273,7 @@ impl Writer<'_> {
         COUNTERS.copies.fetch_sub(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_sub(len, Ordering::Relaxed);
         copy.owner.bytes.fetch_sub(len, Ordering::Relaxed);
+        copy.owner.copies.fetch_sub(1, Ordering::Relaxed);
         // The sections and copies still waiting for a grace period keep
         // their references to the account.
         self.forget_if_idle(&copy.owner);

@@ -11,8 +11,7 @@
 
 use super::{
     get,
-    maintenance::maintain,
-    Writer, //
+    maintenance::maintain, //
 };
 use crate::{
     abstractions::ratelimit::pr_warn_ratelimited,
@@ -26,6 +25,7 @@ use kernel::prelude::*;
 
 /// Module-wide counters for `SFRAME_IOC_STATS`.
 pub(super) struct Counters {
+    /// Sections held: live, or retired and not yet erased.
     pub(super) sections: AtomicU64,
     pub(super) copies: AtomicU64,
     pub(super) bytes: AtomicU64,
@@ -45,8 +45,9 @@ pub(super) static COUNTERS: Counters = Counters {
     failures: [const { AtomicU64::new(0) }; SFRAME_FAIL_COUNT],
 };
 
-/// Fills the registry's part of `SFRAME_IOC_STATS`, after what the
-/// maintenance work had still to do (an exit just before counts as done).
+/// Fills the registry's module-wide part of `SFRAME_IOC_STATS`, after what
+/// the maintenance work had still to do (an exit just before counts as
+/// done).  For callers allowed to see every user's figures.
 pub(crate) fn fill_stats(s: &mut SframeStats) {
     maintain();
     let c = &COUNTERS;
@@ -59,6 +60,21 @@ pub(crate) fn fill_stats(s: &mut SframeStats) {
     for (out, f) in s.failures.iter_mut().zip(c.failures.iter()) {
         *out = f.load(Ordering::Relaxed);
     }
+}
+
+/// Fills `SFRAME_IOC_STATS` with what account `id` holds: its sections,
+/// copies and bytes, and the registrations made and removed in its
+/// processes; nothing of other users.
+pub(crate) fn fill_own_stats(s: &mut SframeStats, id: u32) {
+    maintain();
+    let Some(a) = get().and_then(|reg| reg.find_account(id)) else {
+        return;
+    };
+    s.sections = u64::from(a.sections.load(Ordering::Relaxed));
+    s.copies = u64::from(a.copies.load(Ordering::Relaxed));
+    s.bytes = a.bytes.load(Ordering::Relaxed);
+    s.registered = a.registered.load(Ordering::Relaxed);
+    s.unregistered = a.unregistered.load(Ordering::Relaxed);
 }
 
 /// A failed request: the errno, the `SFRAME_FAIL_*` counter, and the reason
@@ -116,11 +132,3 @@ pub(super) const FAIL_MEM: Failure = Failure {
     reason: "out of memory",
     log: true,
 };
-
-impl Writer<'_> {
-    /// Counts `n` sections registered (or adopted) at once.
-    pub(super) fn count_registered(&mut self, n: u64) {
-        COUNTERS.sections.fetch_add(n, Ordering::Relaxed);
-        COUNTERS.registered.fetch_add(n, Ordering::Relaxed);
-    }
-}

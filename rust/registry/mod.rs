@@ -49,9 +49,13 @@
 //! most `max_sections_per_mm`) take the RCU read lock one step at a time
 //! and reschedule between steps.  Readers use RCU only.
 //!
-//! Memory: copies, sections, tree nodes and accounts are charged to the
-//! registering task's memory cgroup (`GFP_KERNEL_ACCOUNT`); a fork's
-//! snapshot (`GFP_ATOMIC`, in the fork path) is not.
+//! Memory: copies, sections, tree nodes, adopted sets and accounts are
+//! charged to the memory cgroup of the task that made them
+//! (`GFP_KERNEL_ACCOUNT`): the registering task's, or a fork child's for
+//! its set.  A fork's snapshot (`GFP_ATOMIC`, in the fork path) is not; it
+//! lives until the child's first return to user space.  Every section held
+//! (retired ones until they are erased) counts against its holder's
+//! limits: what one user can make the module hold is bounded.
 //!
 //! No `unsafe` here: what the registry needs from C is in
 //! `rust/abstractions/`.  The few `unsafe impl`s (which drops may run in
@@ -78,6 +82,7 @@ pub(crate) use adopt::{
 };
 pub(crate) use counters::{
     fail,
+    fill_own_stats,
     fill_stats,
     Failure, //
 };
@@ -279,8 +284,6 @@ impl Drop for RegistryHandle {
         {
             let mut w = reg.writer();
             w.shared().shutting_down = true;
-            // What the maintenance work left: nothing queues more now.
-            w.maintain();
             w.empty_index();
         }
         REGISTRY.store(ptr::null_mut(), Ordering::Release);

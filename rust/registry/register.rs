@@ -5,8 +5,11 @@
 //! address space's tree, within the limits.
 //!
 //! Contexts: process context (the ioctl, an exec's task work); reads user
-//! memory, takes the target's `mmap_lock` for reading, then the registry
-//! lock.
+//! memory (or is given the bytes), takes the target's `mmap_lock` for
+//! reading, then the registry lock.  The registration is held by the
+//! account of the process it is for ([`RegisterRequest::holder`]), which
+//! the limits on sections are checked against; the copy's bytes are
+//! charged to the caller who registered them.
 
 use super::{
     account::UserAccount,
@@ -17,8 +20,12 @@ use super::{
         COUNTERS,
         FAIL_MEM, //
     },
+    maintenance::WRITER_MAINTENANCE,
     section::Section,
-    state::MmState,
+    state::{
+        MmState,
+        TextStart, //
+    },
     Registry,
     Writer, //
 };
@@ -26,10 +33,7 @@ use crate::{
     abstractions::compat::rcu,
     uapi::*, //
 };
-use core::sync::atomic::{
-    AtomicBool,
-    Ordering, //
-};
+use core::sync::atomic::Ordering;
 use kernel::{
     mm::{
         virt::flags as vm_flags,
@@ -53,6 +57,9 @@ pub(crate) struct RegisterRequest {
     pub(crate) text_end: u64,
     /// `SFRAME_SECTION_*` for `list`: zero for the ioctl.
     pub(crate) flags: u32,
+    /// The account of the process the section is for, which holds it:
+    /// the caller's for its own process, the target's otherwise.
+    pub(crate) holder: u32,
 }
 
 /// Checks that every byte of `[start, end)` is mapped executable.
@@ -105,34 +112,12 @@ fn overlap_failure(existing: Option<&Section>, req: &RegisterRequest) -> Failure
 }
 
 impl Registry {
-    /// Registers `req` for `mm`; returns the handle.
+    /// Registers `req` for `mm`, its bytes read from the caller's memory;
+    /// returns the handle.
     pub(crate) fn register(&self, mm: &MmWithUser, req: &RegisterRequest) -> Result<u64, Failure> {
-        let l = &self.limits;
-        if req.sframe_len == 0 {
-            return Err(Failure::new(EINVAL, SFRAME_FAIL_ARGUMENT, "empty section"));
-        }
-        if req.text_start >= req.text_end {
-            return Err(Failure::new(
-                EINVAL,
-                SFRAME_FAIL_ARGUMENT,
-                "empty text range",
-            ));
-        }
-        if req.sframe_len > l.max_section_bytes {
-            return Err(Failure::new(
-                E2BIG,
-                SFRAME_FAIL_TOO_BIG,
-                "section larger than max_section_bytes",
-            ));
-        }
-        let len = usize::try_from(req.sframe_len).map_err(|_| FAIL_MEM)?;
+        let len = self.check_request(req)?;
         let addr = usize::try_from(req.sframe_data)
             .map_err(|_| Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section pointer out of range"))?;
-        let text_start = usize::try_from(req.text_start)
-            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
-        let text_end = usize::try_from(req.text_end)
-            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
-
         let mut bytes = KVVec::new();
         UserSlice::new(UserPtr::from_addr(addr), len)
             .reader()
@@ -144,12 +129,61 @@ impl Registry {
                     FAIL_MEM
                 }
             })?;
+        self.register_bytes(mm, req, bytes)
+    }
+
+    /// Registers `req` for `mm` with the section's `bytes`, read by the
+    /// caller (exec registration reads them without waiting for I/O);
+    /// returns the handle.
+    pub(crate) fn register_bytes(
+        &self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        bytes: KVVec<u8>,
+    ) -> Result<u64, Failure> {
+        if bytes.len() as u64 != req.sframe_len {
+            return Err(Failure::new(
+                EFAULT,
+                SFRAME_FAIL_FAULT,
+                "section bytes unreadable",
+            ));
+        }
+        self.check_request(req)?;
+        let text_start = usize::try_from(req.text_start)
+            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+        let text_end = usize::try_from(req.text_end)
+            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+        // What exited just before counts no more (bounded: nobody pays for
+        // a storm of other processes' exits).
+        self.maintain(WRITER_MAINTENANCE);
         let copy = self.get_copy(bytes, req.sframe_addr)?;
         let result = self.insert(mm, req, text_start, text_end, &copy);
         if result.is_err() {
             self.writer().put_copy(&copy);
         }
         result
+    }
+
+    /// The checks of `req` that need no memory read; the section's length.
+    pub(crate) fn check_request(&self, req: &RegisterRequest) -> Result<usize, Failure> {
+        if req.sframe_len == 0 {
+            return Err(Failure::new(EINVAL, SFRAME_FAIL_ARGUMENT, "empty section"));
+        }
+        if req.text_start >= req.text_end {
+            return Err(Failure::new(
+                EINVAL,
+                SFRAME_FAIL_ARGUMENT,
+                "empty text range",
+            ));
+        }
+        if req.sframe_len > self.limits.max_section_bytes {
+            return Err(Failure::new(
+                E2BIG,
+                SFRAME_FAIL_TOO_BIG,
+                "section larger than max_section_bytes",
+            ));
+        }
+        usize::try_from(req.sframe_len).map_err(|_| FAIL_MEM)
     }
 
     /// Inserts a section of `copy` for `req` into `mm`'s tree.
@@ -173,7 +207,7 @@ impl Registry {
         let mmap = mm.mmap_read_lock();
         text_is_mapped(&mmap, text_start, text_end)?;
         let mut w = self.writer();
-        let (result, state) = w.insert(mm, req, text_start, text_end, copy);
+        let (result, state) = w.insert(mm, req, copy);
         drop(w);
         drop(mmap);
         // Our own reference, after the lock: the index may hold another.
@@ -181,17 +215,18 @@ impl Registry {
         result
     }
 
-    /// Whether `state` may hold one more section of `owner`'s: the
-    /// per-process, per-user and module-wide section limits.
+    /// Whether `state` may hold one more section of `holder`'s: the
+    /// per-process, per-user and module-wide section limits (held
+    /// sections, retired ones until they are erased included).
     pub(super) fn section_limits(
         &self,
         state: &MmState,
-        owner: &UserAccount,
+        holder: &UserAccount,
     ) -> Result<(), Failure> {
         if state.live.load(Ordering::Relaxed) >= self.limits.max_sections_per_mm {
             return Err(limit("per-process limit (max_sections_per_mm) reached"));
         }
-        if owner.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user {
+        if holder.sections.load(Ordering::Relaxed) >= self.limits.max_sections_per_user {
             return Err(limit("per-user limit (max_sections_per_user) reached"));
         }
         if COUNTERS.sections.load(Ordering::Relaxed) >= self.limits.max_total_sections {
@@ -219,8 +254,6 @@ impl Writer<'_> {
         &mut self,
         mm: &MmWithUser,
         req: &RegisterRequest,
-        text_start: usize,
-        text_end: usize,
         copy: &Arc<SectionCopy>,
     ) -> (Result<u64, Failure>, Option<Arc<MmState>>) {
         if self.shared().shutting_down {
@@ -233,51 +266,82 @@ impl Writer<'_> {
                 None,
             );
         }
-        // What exited before counts no more against the limits.
-        self.maintain();
         let (state, indexed) = match self.state_of(mm) {
             Ok(s) => s,
             Err(f) => return (Err(f), None),
         };
+        let holder = match self.account(req.holder) {
+            Ok(h) => h,
+            Err(f) => return (Err(f), Some(state)),
+        };
         self.purge(&state);
-        if let Err(f) = self.section_limits(&state, &copy.owner) {
+        if let Err(f) = self.section_limits(&state, &holder) {
+            self.forget_if_idle(&holder);
             return (Err(f), Some(state));
         }
         if let Some(f) = self.adopted_overlap(&state, req) {
+            self.forget_if_idle(&holder);
             return (Err(f), Some(state));
         }
         let handle = self.shared().next_handle;
-        let section = Section {
+        let s = Section::new(
             handle,
-            text_start: req.text_start,
-            text_end: req.text_end,
-            sframe_addr: req.sframe_addr,
-            copy: copy.clone(),
-            flags: req.flags,
-            dead: AtomicBool::new(false),
-        };
-        if let Err(e) = state
-            .sections
-            .insert_range(self.t, text_start, text_end - 1, section)
-        {
-            let f = if e.error == EEXIST {
+            (req.text_start, req.text_end),
+            req.sframe_addr,
+            copy.clone(),
+            holder.clone(),
+            req.flags,
+        );
+        if let Err((_, e)) = self.insert_section(&state, s) {
+            let f = if e == EEXIST {
                 let guard = rcu::Guard::new();
-                overlap_failure(state.sections.load(text_start, &guard), req)
+                overlap_failure(state.sections.load(req.text_start as usize, &guard), req)
             } else {
-                Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot insert the section")
+                Failure::new(e, SFRAME_FAIL_NOMEM, "cannot insert the section")
             };
+            self.forget_if_idle(&holder);
             return (Err(f), Some(state));
         }
-        state.admit(&copy.owner);
-        let state = if indexed {
-            state
-        } else {
-            match self.publish(state) {
-                Ok(()) => return (self.registered(handle), None),
-                Err((f, state)) => return (Err(f), Some(state)),
+        if !indexed {
+            if let Err(f) = self.publish(&state) {
+                self.forget_if_idle(&holder);
+                return (Err(f), Some(state));
             }
-        };
-        (self.registered(handle), Some(state))
+        }
+        self.shared().next_handle += 1;
+        (Ok(handle), Some(state))
+    }
+
+    /// Inserts `s` into `state`'s tree and its handle index, and counts it;
+    /// hands it back with the tree's error (`EEXIST` for an overlap) if it
+    /// cannot be.
+    pub(super) fn insert_section(
+        &mut self,
+        state: &MmState,
+        s: Section,
+    ) -> Result<(), (Section, Error)> {
+        let (start, end, handle) = (s.text_start as usize, s.text_end as usize, s.handle);
+        if let Err(e) = self.index_handle(state, handle, start) {
+            return Err((s, e));
+        }
+        if let Err(e) = state.sections.insert_range(self.t, start, end - 1, s) {
+            let _ = state.handles.erase(self.t, handle as usize);
+            return Err((e.value, e.error));
+        }
+        let guard = rcu::Guard::new();
+        if let Some(s) = state.sections.load(start, &guard) {
+            state.admit(s);
+        }
+        Ok(())
+    }
+
+    /// Records `handle` → `start` in `state`'s handle index.
+    fn index_handle(&mut self, state: &MmState, handle: u64, start: usize) -> Result {
+        let key = usize::try_from(handle).map_err(|_| EINVAL)?;
+        state
+            .handles
+            .insert_range(self.t, key, key, TextStart(start))
+            .map_err(|e| e.error)
     }
 
     /// `EEXIST` if `req` overlaps a live section of `state`'s adopted set.
@@ -292,28 +356,20 @@ impl Writer<'_> {
 
     /// Puts a new `state`, which holds the one section just inserted, into
     /// the index.  On failure the section is unreachable: the state is
-    /// emptied fully and handed back, so that it can be freed from an RCU
-    /// callback without locking.  Nothing else is in its tree (writers hold
-    /// the lock, and an unindexed state gets sections only here).
-    fn publish(&mut self, state: Arc<MmState>) -> Result<(), (Failure, Arc<MmState>)> {
+    /// emptied fully and uncounted, so that it can be freed from an RCU
+    /// callback without locking.  Nothing else is in its tree (writers
+    /// hold the lock, and an unindexed state gets sections only here).
+    fn publish(&mut self, state: &Arc<MmState>) -> Result<(), Failure> {
         let key = state.mm;
-        let Err(e) = self.index.insert_range(self.t, key, key, state) else {
+        let Err(e) = self.index.insert_range(self.t, key, key, state.clone()) else {
             return Ok(());
         };
-        let state = e.value;
-        state.sections.clear(self.t, |s| {
-            state.retire(&s);
-            COUNTERS.unregistered.fetch_sub(1, Ordering::Relaxed);
-            COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
-        });
-        let f = Failure::new(e.error, SFRAME_FAIL_NOMEM, "cannot index the address space");
-        Err((f, state))
-    }
-
-    /// Counts the registration of `handle`, made; returns it.
-    fn registered(&mut self, handle: u64) -> Result<u64, Failure> {
-        self.shared().next_handle += 1;
-        self.count_registered(1);
-        Ok(handle)
+        state.handles.clear(self.t, drop);
+        state.sections.clear(self.t, |s| state.unadmit(&s));
+        Err(Failure::new(
+            e.error,
+            SFRAME_FAIL_NOMEM,
+            "cannot index the address space",
+        ))
     }
 }

@@ -9,7 +9,6 @@
 //! under the registry lock ([`Writer`](super::Writer)).
 
 use super::{
-    account::UserAccount,
     counters::COUNTERS,
     locked::{
         Locked,
@@ -43,6 +42,15 @@ use kernel::{
     },
 };
 
+/// Where a section of the tree starts, in the handle index.
+pub(super) struct TextStart(pub(super) usize);
+
+// SAFETY: A plain number: its drop does nothing.
+#[expect(unsafe_code, reason = "a number's drop does nothing")]
+unsafe impl TreeValue for TextStart {
+    const DROP_AT_ERASE: bool = false;
+}
+
 /// An address space's registrations.
 ///
 /// # Invariants
@@ -59,6 +67,9 @@ use kernel::{
 pub(super) struct MmState {
     #[pin]
     pub(super) sections: Locked<Section>,
+    /// The tree's sections by handle: handle → text start.
+    #[pin]
+    pub(super) handles: Locked<TextStart>,
     /// What a fork child adopted in one step, set before the state enters
     /// the index.
     pub(super) adopted: LockedSlot<AdoptedSet>,
@@ -66,8 +77,8 @@ pub(super) struct MmState {
     pub(super) mm: usize,
     /// Sections not retired.
     pub(super) live: AtomicU32,
-    /// Sections an unmap retired since the last purge, left in the tree
-    /// for it (an overcount only costs a purge that finds nothing).
+    /// Sections retired since the last tidy-up, left in the tree or the
+    /// set for it (an overcount only costs a tidy-up that finds nothing).
     pub(super) retired: AtomicU32,
     /// The torn down mm, pinned until the state leaves the index.
     exit_ref: AtomicARef<Mm>,
@@ -100,6 +111,13 @@ impl PinnedDrop for MmState {
         if self.exit_ref.is_set() {
             pr_err!("a torn down mm's state freed with the mm still pinned: the mm is leaked\n");
         }
+        // Cannot happen either: a set is taken out before the state leaves
+        // the index.  Its release would be queued from here, an RCU
+        // callback, at unload: say so rather than let it pass.
+        let guard = rcu::Guard::new();
+        if self.adopted.get(&guard).is_some() {
+            pr_err!("a state freed with its adopted set: the set is released late\n");
+        }
     }
 }
 
@@ -107,6 +125,7 @@ impl MmState {
     pub(super) fn new(mm: usize) -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             sections <- Locked::new(),
+            handles <- Locked::new(),
             adopted: LockedSlot::new(),
             mm,
             live: AtomicU32::new(0),
@@ -116,34 +135,71 @@ impl MmState {
         }? Error)
     }
 
-    /// Counts a section of `owner`'s just inserted into the tree: the
-    /// reverse of the first half of [`MmState::retire`].
-    pub(super) fn admit(&self, owner: &UserAccount) {
+    /// Counts `s`, just inserted into the tree or the adopted set: a
+    /// live registration held by its holder.  Under the registry lock.
+    pub(super) fn admit(&self, s: &Section) {
         if self.live.fetch_add(1, Ordering::Relaxed) == 0 {
             COUNTERS.mms.fetch_add(1, Ordering::Relaxed);
         }
-        owner.sections.fetch_add(1, Ordering::Relaxed);
+        s.holder.sections.fetch_add(1, Ordering::Relaxed);
+        s.holder.registered.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.sections.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.registered.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Marks `s` retired, once, and updates the counters; whether this call
-    /// retired it.  Any context.
+    /// The reverse of [`MmState::admit`], for a section taken back out
+    /// before its state was published: as if it had never been counted.
+    pub(super) fn unadmit(&self, s: &Section) {
+        s.mark_uncounted();
+        if self.live.fetch_sub(1, Ordering::Relaxed) == 1 {
+            COUNTERS.mms.fetch_sub(1, Ordering::Relaxed);
+        }
+        s.holder.sections.fetch_sub(1, Ordering::Relaxed);
+        s.holder.registered.fetch_sub(1, Ordering::Relaxed);
+        COUNTERS.sections.fetch_sub(1, Ordering::Relaxed);
+        COUNTERS.registered.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Retires `s` if it is live: readers skip it from now on; it stays
+    /// counted against its holder until released.  Whether this call
+    /// retired it.  Any context but NMI.
     pub(super) fn retire(&self, s: &Section) -> bool {
-        let first = !s.dead.swap(true, Ordering::AcqRel);
+        let first = s.mark_retired();
         if first {
             if self.live.fetch_sub(1, Ordering::Relaxed) == 1 {
                 COUNTERS.mms.fetch_sub(1, Ordering::Relaxed);
             }
-            s.copy.owner.sections.fetch_sub(1, Ordering::Relaxed);
-            COUNTERS.sections.fetch_sub(1, Ordering::Relaxed);
+            s.holder.unregistered.fetch_add(1, Ordering::Relaxed);
             COUNTERS.unregistered.fetch_add(1, Ordering::Relaxed);
         }
         first
     }
 
+    /// Retires `s` and gives its counts back: it is about to be erased, or
+    /// its address space is gone.  Any context but NMI.
+    pub(super) fn release(&self, s: &Section) {
+        self.retire(s);
+        if s.mark_released() {
+            s.holder.sections.fetch_sub(1, Ordering::Relaxed);
+            COUNTERS.sections.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Releases every section: the address space has been torn down, so
+    /// none counts against its holder any more, whenever the maintenance
+    /// work erases them.  Atomic context (the teardown probe), no lock.
+    pub(super) fn release_all(&self, guard: &rcu::Guard) {
+        self.sections
+            .for_each(0, usize::MAX, guard, |s| self.release(s));
+        if let Some(set) = self.adopted.get(guard) {
+            set.sections.iter().for_each(|s| self.release(s));
+        }
+    }
+
     /// Retires the sections whose text meets `[start, end)`, being
     /// unmapped, unless `kept` says the part they meet is still mapped
-    /// as it was; whether the state was left without a live section by
-    /// it.  Any context but NMI; no lock, no sleep.
+    /// as it was; whether it retired any (the maintenance work then erases
+    /// them).  Any context but NMI; no lock, no sleep.
     pub(super) fn unmap(
         &self,
         start: usize,
@@ -154,7 +210,7 @@ impl MmState {
         if end <= start {
             return false;
         }
-        let mut emptied = false;
+        let mut retired = false;
         let mut visit = |s: &Section| {
             if !s.is_live() {
                 return;
@@ -164,18 +220,17 @@ impl MmState {
             if kept(lo, hi) {
                 return;
             }
-            // Left in the tree for the next writer's purge (or in the set
-            // until it is emptied).
+            // Left in the tree (or the set) for the maintenance work.
             if self.retire(s) {
                 self.retired.fetch_add(1, Ordering::Relaxed);
-                emptied = self.live.load(Ordering::Relaxed) == 0;
+                retired = true;
             }
         };
         self.sections.for_each(start, end - 1, guard, &mut visit);
         if let Some(set) = self.adopted.get(guard) {
             set.meeting(start as u64, end as u64).for_each(visit);
         }
-        emptied
+        retired
     }
 
     /// Calls `f` with every section of the tree and of the adopted set,
@@ -198,10 +253,11 @@ impl MmState {
         rest.for_each(f);
     }
 
-    /// Empties the tree and the adopted set, calling `f` with each section
-    /// taken out, retired or not; cannot fail.  Process context, under the
-    /// registry lock.
+    /// Empties the tree, the handle index and the adopted set, calling `f`
+    /// with each section taken out, retired or not; cannot fail.  Process
+    /// context, under the registry lock.
     pub(super) fn take_all(&self, t: WriteToken<'_>, mut f: impl FnMut(&Section)) {
+        self.handles.clear(t, drop);
         self.sections.clear(t, |s| f(&s));
         if let Some(set) = self.adopted.take(t) {
             set.sections.iter().for_each(f);

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Unregistration, by handle or by an address inside the text.
+//! Unregistration, by handle or by an address inside the text: both
+//! O(log n), through the state's handle index or its tree, and its
+//! adopted set's.
 //!
 //! Contexts: process context (the ioctl), under the registry lock.
 
 use super::{
     counters::Failure,
-    resched,
-    section::Section,
     state::MmState,
     Registry, //
 };
@@ -35,17 +35,7 @@ impl Registry {
         let Some(state) = self.indexed_state(mm.as_raw() as usize) else {
             return Err(not_found);
         };
-        let start = match which {
-            Which::Addr(a) => {
-                let guard = rcu::Guard::new();
-                usize::try_from(a)
-                    .ok()
-                    .and_then(|a| state.sections.load(a, &guard))
-                    .filter(|s| s.is_live())
-                    .map(|s| s.text_start as usize)
-            }
-            Which::Handle(h) => find_live(&state, |s| s.handle == h && s.is_live()),
-        };
+        let start = tree_start(&state, which);
         // Writers hold the lock: the section found is still there.
         let s = match start.map(|start| state.sections.erase(w.t, start)) {
             Some(Ok(Some(s))) => s,
@@ -57,17 +47,21 @@ impl Registry {
                 ))
             }
             Some(Ok(None)) => return Err(not_found),
-            // Not in the tree: an adopted section is retired in place; its
-            // copy's use goes with the set.
+            // Not in the tree: an adopted section is retired in place,
+            // still counted, until its set goes with the state, which is
+            // forgotten as soon as nothing in it is live.
             None => {
-                return match find_adopted(&state, which) {
-                    true => Ok(()),
-                    false => Err(not_found),
-                };
+                if !retire_adopted(&state, which) {
+                    return Err(not_found);
+                }
+                w.forget(&state);
+                return Ok(());
             }
         };
-        state.retire(&s);
+        let _ = state.handles.erase(w.t, s.handle as usize);
+        state.release(&s);
         w.put_copy(&s.copy);
+        w.forget(&state);
         drop(w);
         drop(s);
         drop(state);
@@ -75,16 +69,36 @@ impl Registry {
     }
 }
 
+/// Where the live section of `state`'s tree that `which` names starts.
+fn tree_start(state: &MmState, which: Which) -> Option<usize> {
+    let guard = rcu::Guard::new();
+    match which {
+        Which::Addr(a) => usize::try_from(a)
+            .ok()
+            .and_then(|a| state.sections.load(a, &guard))
+            .filter(|s| s.is_live())
+            .map(|s| s.text_start as usize),
+        Which::Handle(h) => {
+            let start = state.handles.load(usize::try_from(h).ok()?, &guard)?.0;
+            state
+                .sections
+                .load(start, &guard)
+                .filter(|s| s.handle == h && s.is_live())
+                .map(|s| s.text_start as usize)
+        }
+    }
+}
+
 /// Retires the live section of `state`'s adopted set that `which` names;
 /// whether there was one.
-fn find_adopted(state: &MmState, which: Which) -> bool {
+fn retire_adopted(state: &MmState, which: Which) -> bool {
     let guard = rcu::Guard::new();
-    let set = state.adopted.get(&guard);
+    let Some(set) = state.adopted.get(&guard) else {
+        return false;
+    };
     let adopted = match which {
-        Which::Addr(a) => set.and_then(|set| set.find(a)),
-        Which::Handle(h) => {
-            set.and_then(|set| set.sections.iter().find(|s| s.handle == h && s.is_live()))
-        }
+        Which::Addr(a) => set.find(a),
+        Which::Handle(h) => set.by_handle(h),
     };
     match adopted.filter(|s| s.is_live()) {
         Some(s) => {
@@ -93,20 +107,4 @@ fn find_adopted(state: &MmState, which: Which) -> bool {
         }
         None => false,
     }
-}
-
-/// The start of the first section of `state` that `pred` accepts: one RCU
-/// read-side step per section, rescheduling between steps.
-fn find_live(state: &MmState, pred: impl Fn(&Section) -> bool) -> Option<usize> {
-    let mut at = Some(0usize);
-    while at.is_some() {
-        {
-            let guard = rcu::Guard::new();
-            if let Some(s) = state.sections.next(&mut at, &guard).filter(|s| pred(s)) {
-                return Some(s.text_start as usize);
-            }
-        }
-        resched();
-    }
-    None
 }

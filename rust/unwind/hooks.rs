@@ -7,8 +7,11 @@
 //!
 //! - ftrace's unregistration waits for callbacks and trampolines, not for
 //!   the replacements a callback sent a task to;
-//! - the sample replacement runs with interrupts off (NMI or IRQ): an RCU
-//!   grace period covers it;
+//! - the sample replacement runs where perf takes samples: NMI, IRQ, or a
+//!   software event's or a BPF program's callback in task context, with
+//!   preemption off or inside an RCU read-side section; its walk holds the
+//!   RCU read lock itself.  An RCU grace period covers all of it, and
+//!   `synchronize_rcu_tasks()` whatever of it a task could be preempted in;
 //! - the deferred replacement may sleep in a page fault: its body holds an
 //!   SRCU read lock ([`enter_deferred`]);
 //! - between the callback and that lock, and after the unlock until the
@@ -152,7 +155,7 @@ impl<S: Redirect, D: Redirect> PinnedDrop for Hooks<S, D> {
         unsafe {
             // Tasks between a callback and a replacement's first instruction.
             ffi::sframe_synchronize_rcu_tasks();
-            // Sample replacements (interrupts off).
+            // Sample replacements (preemption off, or the RCU read lock).
             ffi::synchronize_rcu();
         }
         // Deferred replacements asleep in a fault.

@@ -211,7 +211,8 @@ impl SampleUnwinder for SframeUnwinder {
         let mm = current_task::mm();
         // The original stores the PC even when the chain is full (and the
         // store fails): one frame at least, so the first store is tried. The
-        // work budget bounds the time spent here with interrupts off.
+        // work budget bounds the time spent here, in NMI or IRQ context (or
+        // an event's callback) under the RCU read lock.
         let limits = WalkLimits::sample(entry.room().max(1), MAX_SPAN);
         let mut tally = Tally::default();
         // Nothing here sleeps: `copy_from_user_nmi()` reads do not fault pages in.

@@ -89,6 +89,9 @@ pub const SFRAME_IOC_VERSION: u32 =
 pub const SFRAME_FEAT_V2: u64 = 1 << 0;
 /// The module unwinds with SFrame version 3 sections.
 pub const SFRAME_FEAT_V3: u64 = 1 << 1;
+/// `SFRAME_IOC_STATS` says whose figures it gives
+/// ([`SframeStats::scope`]), and gives an unprivileged caller its own only.
+pub const SFRAME_FEAT_STATS_SCOPE: u64 = 1 << 2;
 
 /// `flags` bit: a pidfd in the `pidfd` field names the target process.  Not
 /// supported: refused with `EOPNOTSUPP` (use [`SFRAME_F_PROCFD`]).
@@ -214,16 +217,21 @@ pub struct SframeList {
 /// Size of the first published [`SframeList`].
 pub const SFRAME_LIST_SIZE_VER0: u32 = 32;
 
-/// Argument of [`SFRAME_IOC_STATS`]: module-wide counters.  New counters are
-/// appended; a caller sees those its structure has room for.
+/// Argument of [`SFRAME_IOC_STATS`]: the registry's and the unwinder's
+/// counters, module-wide or the caller's own ([`SframeStats::scope`]).  New
+/// counters are appended; a caller sees those its structure has room for.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct SframeStats {
     /// In: `size_of::<SframeStats>()` as the caller knows it.
     pub size: u32,
-    /// Reserved, must be zero.
-    pub reserved: u32,
-    /// Registrations alive now (one per text range per process).
+    /// In: zero.  Out: whose figures these are: [`SFRAME_STATS_SCOPE_MODULE`]
+    /// (every user's, for a caller with `CAP_PERFMON` or `CAP_SYS_ADMIN`)
+    /// or [`SFRAME_STATS_SCOPE_OWN`] (what the caller's own account holds;
+    /// `mms`, `failures` and `unwind` are then zero).
+    pub scope: u32,
+    /// Registrations held now (one per text range per process): live, or
+    /// retired and not yet freed.
     pub sections: u64,
     /// Distinct SFrame copies held (registrations share identical bytes).
     pub copies: u64,
@@ -240,6 +248,11 @@ pub struct SframeStats {
     /// Unwinder counters since load: `[SFRAME_UNWIND_*]`.
     pub unwind: [u64; SFRAME_UNWIND_COUNT],
 }
+
+/// [`SframeStats::scope`]: every user's figures.
+pub const SFRAME_STATS_SCOPE_MODULE: u32 = 1;
+/// [`SframeStats::scope`]: the caller's own account's figures.
+pub const SFRAME_STATS_SCOPE_OWN: u32 = 2;
 
 /// Size of the first published [`SframeStats`].
 pub const SFRAME_STATS_SIZE_VER0: u32 = 56 + 8 * 16 + 8 * 24;
@@ -423,7 +436,7 @@ plain_structs! {
         size, flags, pidfd, entry_size, entries, capacity, count,
     }
     SframeStats(SFRAME_STATS_SIZE_VER0) {
-        size, reserved, sections, copies, bytes, mms, registered, unregistered, failures, unwind,
+        size, scope, sections, copies, bytes, mms, registered, unregistered, failures, unwind,
     }
     SframeControl(SFRAME_CONTROL_SIZE_VER0) {
         size, mask, value, reserved,

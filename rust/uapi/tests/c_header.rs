@@ -81,7 +81,7 @@ fn rust_values() -> Vec<(String, u64)> {
         "sframe_stats",
         [
             size,
-            reserved,
+            scope,
             sections,
             copies,
             bytes,
@@ -125,6 +125,12 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_CONTROL_SIZE_VER0", SFRAME_CONTROL_SIZE_VER0.into()),
         ("SFRAME_FEAT_V2", SFRAME_FEAT_V2),
         ("SFRAME_FEAT_V3", SFRAME_FEAT_V3),
+        ("SFRAME_FEAT_STATS_SCOPE", SFRAME_FEAT_STATS_SCOPE),
+        (
+            "SFRAME_STATS_SCOPE_MODULE",
+            SFRAME_STATS_SCOPE_MODULE.into(),
+        ),
+        ("SFRAME_STATS_SCOPE_OWN", SFRAME_STATS_SCOPE_OWN.into()),
         ("SFRAME_F_PIDFD", SFRAME_F_PIDFD.into()),
         ("SFRAME_F_BY_ADDR", SFRAME_F_BY_ADDR.into()),
         ("SFRAME_F_PROCFD", SFRAME_F_PROCFD.into()),

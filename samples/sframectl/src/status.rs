@@ -12,6 +12,7 @@ use anyhow::Result;
 use sframe_uapi::SframeStats;
 use sframe_uapi::SFRAME_FEAT_V2;
 use sframe_uapi::SFRAME_FEAT_V3;
+use sframe_uapi::SFRAME_STATS_SCOPE_OWN;
 use std::io::Write;
 
 /// Names of `failures[]`, by index (`SFRAME_FAIL_*`).
@@ -107,12 +108,25 @@ fn print_daemon(out: &mut impl Write, daemon: &Daemon) -> Result<()> {
 }
 
 fn print_stats(out: &mut impl Write, s: &SframeStats) -> Result<()> {
+    // An unprivileged caller is told of its own registrations only.
+    let own = s.scope == SFRAME_STATS_SCOPE_OWN;
+    if own {
+        writeln!(
+            out,
+            "scope: your own registrations (every user's need CAP_PERFMON)"
+        )?;
+    }
     writeln!(out, "sections: {}", s.sections)?;
     writeln!(out, "copies: {}", s.copies)?;
     writeln!(out, "bytes: {}", s.bytes)?;
-    writeln!(out, "processes: {}", s.mms)?;
+    if !own {
+        writeln!(out, "processes: {}", s.mms)?;
+    }
     writeln!(out, "registered: {}", s.registered)?;
     writeln!(out, "unregistered: {}", s.unregistered)?;
+    if own {
+        return Ok(());
+    }
     for (name, value) in FAILURES.iter().zip(s.failures) {
         writeln!(out, "failed ({name}): {value}")?;
     }

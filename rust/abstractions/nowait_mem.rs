@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Reading an address space's memory in process context without ever
+//! sleeping in a page fault: for exec registration's task work, which
+//! unload must be able to wait out whatever user space does.
+//!
+//! C header: [`include/linux/mm.h`](srctree/include/linux/mm.h)
+//! (`get_user_pages_remote()`, `FOLL_NOWAIT`).
+//!
+//! A page that must come from its file has its read started and the
+//! reader polls for it, up to a deadline, giving up at once when unload
+//! calls [`abandon_waits`].  A task blocked in a page fault would be in
+//! module code that unload cannot wait out (a FUSE server that stopped
+//! answering, a hung NFS mount); one polling here leaves it within a few
+//! milliseconds.
+
+use super::{
+    ffi,
+    sched::msleep, //
+};
+use crate::sframe::unwind::Memory;
+use core::sync::atomic::{
+    AtomicBool,
+    Ordering, //
+};
+use kernel::{
+    bindings,
+    mm::MmWithUser,
+    prelude::*, //
+};
+
+/// Set at unload: reads of [`NowaitUserMemory`] waiting for I/O give up.
+static ABANDON: AtomicBool = AtomicBool::new(false);
+
+/// Makes every [`NowaitUserMemory`] read that waits for I/O, now or later,
+/// give up: for unload, which must not wait for user space (a file system
+/// whose server stopped answering).
+pub(crate) fn abandon_waits() {
+    ABANDON.store(true, Ordering::Release);
+}
+
+/// Lets [`NowaitUserMemory`] reads wait again (at load).
+pub(crate) fn allow_waits() {
+    ABANDON.store(false, Ordering::Release);
+}
+
+/// How long a read waits for the pages it needs to be read in.
+const NOWAIT_DEADLINE_MS: u32 = 2000;
+/// How long it sleeps between two tries.
+const NOWAIT_POLL_MS: u32 = 2;
+
+/// The memory of an address space, read in process context without ever
+/// sleeping in a page fault: a page that must come from its file has its
+/// read started, and the read polls for it, up to a deadline, giving up at
+/// once when unload calls [`abandon_waits`].  A task blocked in a page
+/// fault would be in module code that unload cannot wait out (a FUSE
+/// server that stopped answering, a hung NFS mount); one polling here
+/// leaves it within a few milliseconds.
+pub(crate) struct NowaitUserMemory<'a> {
+    mm: &'a MmWithUser,
+}
+
+impl<'a> NowaitUserMemory<'a> {
+    /// A reader of `mm`, for process context (a task work).
+    pub(crate) fn new(mm: &'a MmWithUser) -> Self {
+        Self { mm }
+    }
+
+    /// Reads `buf.len()` bytes at `addr`; `Err(EAGAIN)` if the pages did not
+    /// arrive in time or unload came, `Err(EFAULT)` if they are not mapped.
+    pub(crate) fn read_all(&mut self, addr: u64, buf: &mut [u8]) -> Result {
+        let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
+        let mut waited = 0u32;
+        loop {
+            // SAFETY: `mm` is a live address space (the reader's borrow);
+            // `buf` is writable for its length; the helper takes the
+            // `mmap_lock` itself and never waits for I/O.
+            let ret = unsafe {
+                ffi::sframe_read_user_nowait(
+                    self.mm.as_raw().cast(),
+                    addr,
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if usize::try_from(ret).is_ok_and(|n| n == buf.len()) {
+                return Ok(());
+            }
+            let pending = ret == -(bindings::EAGAIN as isize);
+            if !pending {
+                return Err(EFAULT);
+            }
+            if waited >= NOWAIT_DEADLINE_MS || ABANDON.load(Ordering::Acquire) {
+                return Err(EAGAIN);
+            }
+            msleep(NOWAIT_POLL_MS);
+            waited += NOWAIT_POLL_MS;
+        }
+    }
+}
+
+impl Memory for NowaitUserMemory<'_> {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        let mut word = [0u8; 8];
+        self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
+    }
+
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.read_all(addr, buf).is_ok()
+    }
+}
