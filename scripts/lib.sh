@@ -97,6 +97,16 @@ build_progs() {
 	"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" O="$SFRAME_TOP/out/progs"
 }
 
+# flame_script ROOT DATA: `perf script` of the recording DATA as
+# samples/sframe-flame reads it, run in the guest root ROOT (where the
+# recorded objects are; DATA's directory must be visible there: the
+# repository, or under $SFRAME_CACHE/out).  Without the period field each
+# sample counts once.
+flame_script() {
+	"$SFRAME_TOP/scripts/rootfs-exec" --root "$1" --share "$(dirname "$2")" -- \
+		perf script -i "$2" -F comm,pid,tid,cpu,time,event,ip,sym,dso --no-inline
+}
+
 # /dev/kvm may exist while KVM guests cannot run (qemu fails on MSR 0x10a on
 # some hosts, or the guest never starts): boot the real kernel once with KVM,
 # with a time limit, and remember the answer in the cache.
