@@ -21,6 +21,103 @@ export PATH="$HOME/.cargo/bin:$HOME/.local/bin:$PATH"
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
+# Progress of long steps.  On a terminal, one status line on standard
+# error, redrawn in place while a step works: what it has done (objects
+# built of the total expected and the time left) or how long it has run.
+# When standard error is not a terminal (CI logs) or with
+# SFRAME_PROGRESS=0, nothing but the one line per step the scripts log.
+progress_on() { [ "${SFRAME_PROGRESS:-1}" != 0 ] && [ -t 2 ]; }
+progress_show() { printf '\r\033[K%s' "${1:0:$((${COLUMNS:-80} - 1))}" >&2; }
+progress_clear() { if progress_on; then printf '\r\033[K' >&2; fi; }
+
+# duration SECONDS: "42 s", "3 min 05 s", "1 h 02 min".
+duration() {
+	local s=$1
+	if [ "$s" -lt 60 ]; then echo "$s s"
+	elif [ "$s" -lt 3600 ]; then printf '%d min %02d s\n' $((s / 60)) $((s % 60))
+	else printf '%d h %02d min\n' $((s / 3600)) $((s % 3600 / 60)); fi
+}
+
+# Counts and times of the last complete run of each kind of step.
+progress_dir() { echo "${PROGRESS_DIR:-$SFRAME_CACHE/progress}"; }
+progress_get() { cat "$(progress_dir)/$1" 2>/dev/null || true; }
+progress_put() { mkdir -p "$(progress_dir)" && echo "$2" >"$(progress_dir)/$1.tmp" && mv "$(progress_dir)/$1.tmp" "$(progress_dir)/$1"; }
+
+# progress_wait PID LABEL [LOG PATTERN TOTAL]: wait for PID and return
+# its exit status; meanwhile, on a terminal, show LABEL, the time spent
+# and, with LOG, how many of its lines match PATTERN (grep -E: a build's
+# objects) out of TOTAL (empty if unknown), with the time left at the pace
+# so far.
+progress_wait() {
+	local pid=$1 label=$2 log=${3:-} pattern=${4:-} total=${5:-}
+	local start=$SECONDS n elapsed text
+	if progress_on; then
+		while kill -0 "$pid" 2>/dev/null; do
+			elapsed=$((SECONDS - start))
+			text="$label: $(duration "$elapsed")"
+			if [ -n "$log" ]; then
+				n=$(grep -cE -- "$pattern" "$log" 2>/dev/null || true)
+				if [ -z "$total" ]; then
+					text="$label: ${n:-0} done, $(duration "$elapsed")"
+				elif [ "${n:-0}" -le "$total" ]; then
+					text="$label: $n/$total ($((100 * n / total))%), $(duration "$elapsed")"
+					# At the pace so far, once there is one.
+					if [ "$n" -ge 20 ] && [ "$elapsed" -ge 20 ]; then
+						text+=", about $(duration $((elapsed * (total - n) / n))) left"
+					fi
+				else
+					text="$label: $n (more than the $total of the last run), $(duration "$elapsed")"
+				fi
+			fi
+			progress_show "$text"
+			sleep 1
+		done
+		progress_clear
+	fi
+	wait "$pid"
+}
+
+# progress_run LABEL LOG PATTERN TOTAL CMD...: CMD, its output appended to
+# LOG, under progress_wait.
+progress_run() {
+	local label=$1 log=$2 pattern=$3 total=$4
+	shift 4
+	"$@" >>"$log" 2>&1 &
+	progress_wait $! "$label" "$log" "$pattern" "$total"
+}
+
+# kbuild_run NAME LABEL LOG KMAKE TARGET...: `KMAKE prepare`, then `KMAKE
+# TARGET...` (KMAKE: a command running the kernel's make in its
+# directories), their output appended to LOG, with progress: Kbuild logs
+# one line per step ("  CC      kernel/fork.o").  The total is the count
+# of the last complete build of NAME (stored when one completes); without
+# one, the steps of `prepare` and those a dry run (make -n) of the rest
+# lists.
+KBUILD_STEP='^  [A-Z]'
+kbuild_run() {
+	local name=$1 label=$2 log=$3 kmake=$4 total
+	shift 4
+	total=$(progress_get "$name.count")
+	progress_run "$label" "$log" "$KBUILD_STEP" "$total" "$kmake" prepare || return
+	if [ -z "$total" ]; then
+		total=$(($(grep -cE -- "$KBUILD_STEP" "$log" || true) +
+			$("$kmake" -n -k "$@" 2>/dev/null | grep -c "echo '  [A-Z]" || true)))
+	fi
+	progress_run "$label" "$log" "$KBUILD_STEP" "$total" "$kmake" "$@" || return
+	progress_put "$name.count" "$(grep -cE -- "$KBUILD_STEP" "$log" || true)"
+}
+
+# debootstrap_run NAME LOG ARG...: debootstrap ARG..., its output appended
+# to LOG, with progress: one "I: Retrieving/Validating/Extracting/
+# Unpacking/Configuring ..." line per package and step, against the count
+# of NAME's last complete run (stored).
+debootstrap_run() {
+	local name=$1 log=$2 step='^I: (Retrieving|Validating|Extracting|Unpacking|Configuring) '
+	shift 2
+	progress_run "debootstrap" "$log" "$step" "$(progress_get "$name.count")" debootstrap "$@" || return
+	progress_put "$name.count" "$(grep -cE -- "$step" "$log" || true)"
+}
+
 # The Debian mirror this machine already uses, read from its apt sources.
 debian_mirror() {
 	local uri
