@@ -77,6 +77,43 @@ progress_wait() {
 	wait "$pid"
 }
 
+# progress_relay LABEL NAME: copy standard input to standard output, line
+# by line; on a terminal, while no line comes, a status line says how long
+# LABEL has run, and until the first line how long it took the last time
+# to start (NAME.start, stored).
+progress_relay() {
+	local label=$1 name=$2 start=$SECONDS line buf= first= last rc
+	if ! progress_on; then
+		cat
+		return
+	fi
+	last=$(progress_get "$name.start")
+	while :; do
+		rc=0
+		IFS= read -r -t 1 line || rc=$?
+		if [ "$rc" = 0 ]; then
+			progress_clear
+			printf '%s\n' "$buf$line"
+			buf=
+			if [ -z "$first" ]; then
+				first=$((SECONDS - start))
+				progress_put "$name.start" "$first"
+			fi
+		elif [ "$rc" -gt 128 ]; then
+			buf+=$line
+		else
+			progress_clear
+			[ -z "$buf$line" ] || printf '%s' "$buf$line"
+			return 0
+		fi
+		if [ -z "$first" ]; then
+			progress_show "$label: starting, $(duration $((SECONDS - start)))${last:+ (the last time: $(duration "$last"))}"
+		else
+			progress_show "$label: $(duration $((SECONDS - start)))"
+		fi
+	done
+}
+
 # progress_run LABEL LOG PATTERN TOTAL CMD...: CMD, its output appended to
 # LOG, under progress_wait.
 progress_run() {
