@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: GPL-2.0
 """Figures from a scripts/bench-unwind run directory (results.txt and the
-perf.data files), printed as the tables of Documentation/benchmarks.rst.
+perf.data files), printed as the tables of Documentation/benchmarks.rst,
+and written to DIR/*.csv for scripts/bench's plots (samples/sframe-plot).
 
   bench.py DIR
 """
@@ -40,6 +41,16 @@ def perf_stats(path):
     return samples, max(lost, lost_samples)
 
 
+def write_csv(directory, name, title, unit, header, rows):
+    """A table for samples/sframe-plot: DIR/NAME.csv."""
+    def field(x):
+        return f'"{x}"' if "," in str(x) else str(x)
+    with open(os.path.join(directory, name + ".csv"), "w") as f:
+        f.write(f"# title: {title}\n# unit: {unit}\n")
+        for row in [header] + rows:
+            f.write(",".join(field(x) for x in row) + "\n")
+
+
 def per_frame(v, before, after):
     ns = v[f"{after}.ns_sample"] - v[f"{before}.ns_sample"]
     frames = v[f"{after}.frames_sample"] - v[f"{before}.frames_sample"]
@@ -66,9 +77,13 @@ def main():
     sf, fp = res[rows[0][0]], res[rows[1][0]]
     print(f"  SFrame / frame pointer per frame (same stacks): {sf / fp:.2f}x")
     print()
+    write_csv(d, "ns-per-frame", "Unwind cost per frame in the kernel, -F 10000 (TCG)",
+              "ns per frame", ["walk", "ns per frame"],
+              [[name, f"{res[name]:.1f}"] for name, _, _ in rows])
 
     print("Profiling overhead at -F 10000: workload throughput (leaf calls) relative to unprofiled")
     print()
+    slowdown = []
     for name, key, idle in [
         ("FP build, -g, no module", "fp-g-10000", "idle-fp"),
         ("no-FP build, -g, sframe_unwind", "sframe-g-10000", "idle"),
@@ -77,7 +92,11 @@ def main():
         w, w0 = v.get(f"work.{key}", 0), v.get(f"work.{idle}", 0)
         slow = (w0 / w - 1) * 100 if w else float("nan")
         print(f"  {name:<40} work {w:>7} of {w0:>7}  slowdown {slow:6.1f}%")
+        if w:
+            slowdown.append([name, f"{max(slow, 0):.1f}"])
     print()
+    write_csv(d, "overhead", "Profiling overhead at -F 10000: the workload's slowdown (TCG)",
+              "% slower than unprofiled", ["profiling", "slowdown"], slowdown)
 
     print("perf.data bytes per sample and lost samples")
     print()
@@ -97,6 +116,11 @@ def main():
     for rate in ("1000", "10000"):
         ratio = sizes[f"dwarf-{rate}"] / max(sizes[f"sframe-g-{rate}"], 1)
         print(f"  -F {rate}: DWARF / SFrame bytes per sample: {ratio:.1f}x")
+    write_csv(d, "bytes-per-sample", "perf.data bytes per sample", "bytes per sample",
+              ["recording", "-F 1000", "-F 10000"],
+              [[label, f"{sizes[f'{key}-1000']:.0f}", f"{sizes[f'{key}-10000']:.0f}"]
+               for label, key in (("sframe_unwind -g", "sframe-g"),
+                                  ("--call-graph dwarf", "dwarf"))])
     return 0
 
 
