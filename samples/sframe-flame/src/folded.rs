@@ -3,6 +3,10 @@
 //! A recording as folded stacks: `perf script` output collapsed by
 //! inferno's perf folder into one line per distinct stack, root first
 //! (`comm;_start;...;leaf COUNT`), which is what the flame graph draws.
+//!
+//! Only the user frames: `perf script` runs away from the recorded kernel
+//! (in the guest's root, on the host), so it would name the kernel's
+//! frames from the host's symbols, and the chains shown are the user's.
 
 use anyhow::Context;
 use anyhow::Result;
@@ -18,13 +22,14 @@ pub struct Folded {
 impl Folded {
     /// Folds the text `perf script` printed for a recording.
     pub fn from_perf_script(script: &[u8]) -> Result<Self> {
+        let script = user_frames(script);
         let mut options = Options::default();
         // The order of the lines does not matter to the graph; one thread
         // keeps the folder's output the same from run to run.
         options.nthreads = 1;
         let mut out = Vec::new();
         Folder::from(options)
-            .collapse(script, &mut out)
+            .collapse(script.as_slice(), &mut out)
             .context("folding perf script output")?;
         let text = String::from_utf8(out).context("folded stacks are not UTF-8")?;
         Ok(Self {
@@ -52,11 +57,6 @@ impl Folded {
         self.stacks().map(|(_, n)| n).sum()
     }
 
-    /// Frames in the deepest stack.
-    pub fn deepest(&self) -> usize {
-        self.stacks().map(|(d, _)| d).max().unwrap_or(0)
-    }
-
     /// Frames in the stack of the median sample: half of the samples
     /// have stacks at least this deep.
     pub fn median_depth(&self) -> usize {
@@ -74,13 +74,39 @@ impl Folded {
     }
 }
 
+/// `script` without its kernel frames: frame lines (an address, then the
+/// symbol) whose address is in the upper half, the kernel's on x86-64.
+fn user_frames(script: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(script.len());
+    for line in script.split_inclusive(|&b| b == b'\n') {
+        let is_frame = line.first().is_some_and(u8::is_ascii_whitespace);
+        let start = line
+            .iter()
+            .position(|b| !b.is_ascii_whitespace())
+            .unwrap_or(line.len());
+        let address = line[start..]
+            .split(u8::is_ascii_whitespace)
+            .next()
+            .unwrap_or_default();
+        let kernel = is_frame
+            && std::str::from_utf8(address)
+                .ok()
+                .and_then(|a| u64::from_str_radix(a, 16).ok())
+                .is_some_and(|a| a >= 1 << 63);
+        if !kernel {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// Two samples of one deep stack and one of a broken one, as `perf
-    /// script -F comm,pid,cpu,time,event,ip,sym,dso` prints them: without
-    /// the period, each sample counts once.
+    /// Two samples of one deep stack and one of a broken one taken in the
+    /// kernel, as `perf script -F comm,pid,tid,time,event,ip,sym,dso` prints
+    /// them: without the period, each sample counts once.
     const SCRIPT: &str = "\
 prog   100 [000]   10.000001: cpu-clock:
 \t    5555555551a0 leaf+0x10 (/usr/bin/prog)
@@ -97,6 +123,7 @@ prog   100 [000]   10.001001: cpu-clock:
 \t    555555555080 _start+0x21 (/usr/bin/prog)
 
 prog   100 [000]   10.002001: cpu-clock:
+\t    ffffffff810000ac entry_SYSCALL_64+0x2c ([kernel.kallsyms])
 \t    5555555551a0 leaf+0x10 (/usr/bin/prog)
 \t               1 [unknown] ([unknown])
 
@@ -110,14 +137,18 @@ prog   100 [000]   10.002001: cpu-clock:
             lines.contains(&"prog;_start;__libc_start_call_main;main;middle;leaf 2"),
             "{lines:?}"
         );
+        // The kernel's frame is left out: the leaf is the user's.
         assert!(
             lines
                 .iter()
                 .any(|l| l.starts_with("prog;") && l.ends_with(";leaf 1")),
             "{lines:?}"
         );
+        assert!(
+            !lines.iter().any(|l| l.contains("entry_SYSCALL_64")),
+            "{lines:?}"
+        );
         assert_eq!(folded.samples(), 3);
-        assert_eq!(folded.deepest(), 5);
         assert_eq!(folded.median_depth(), 5);
     }
 
@@ -125,7 +156,6 @@ prog   100 [000]   10.002001: cpu-clock:
     fn empty_script_has_no_samples() {
         let folded = Folded::from_perf_script(b"").unwrap();
         assert_eq!(folded.samples(), 0);
-        assert_eq!(folded.deepest(), 0);
         assert_eq!(folded.median_depth(), 0);
     }
 }

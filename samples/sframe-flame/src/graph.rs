@@ -23,6 +23,11 @@ pub fn draw(folded: &Folded, title: &str, subtitle: &str, width: usize) -> Resul
     options.subtitle = Some(subtitle.to_owned());
     options.image_width = Some(width);
     options.deterministic = true;
+    // Frames narrower than a pixel (FlameGraph's --minwidth) are left out:
+    // a frame-pointer walk through code built without frame pointers
+    // sometimes follows garbage for a hundred frames, and one such sample
+    // would set the height of a graph whose every other stack is flat.
+    options.min_width = 1.0;
     let mut svg = Vec::new();
     flamegraph::from_lines(&mut options, folded.lines(), &mut svg)
         .context("drawing the flame graph")?;

@@ -57,10 +57,9 @@ fn main() -> Result<()> {
             bail!("{file}: no samples with a callchain");
         }
         let subtitle = format!(
-            "{} samples; the median one {} frames deep, the deepest {}",
+            "{} samples; the median one {} frames deep",
             folded.samples(),
-            folded.median_depth(),
-            folded.deepest()
+            folded.median_depth()
         );
         let graph = graph::draw(&folded, label, &subtitle, WIDTH)?;
         let name = format!("{}.svg", i + 1);
