@@ -144,6 +144,41 @@ kbuild_run() {
 	progress_put "$name.count" "$(grep -cE -- "$KBUILD_STEP" "$log" || true)"
 }
 
+# The steps of a long run (scripts/run-tests) and the time left.
+# steps_begin KIND, then steps_done NAME RESULT SECONDS as each step ends
+# (from any subshell), then steps_end once the run is over.  steps_done
+# logs one line, "NAME: RESULT, 42 s; about 9 min 10 s left": the time the
+# last complete run of KIND took after the end of NAME.  Each run's times
+# are stored (KIND.steps: its end since the start, its duration, its name)
+# for the next; steps_last NAME prints the last run's duration of NAME.
+steps_begin() {
+	STEPS_KIND=$1
+	STEPS_T0=$(date +%s)
+	STEPS_LAST=$(progress_get "$1.steps")
+	mkdir -p "$(progress_dir)"
+	# Runs of two checkouts may overlap; an unfinished run's file is
+	# removed the next day.
+	find "$(progress_dir)" -name '*.steps.*' -mtime +1 -delete
+	STEPS_NOW=$(mktemp "$(progress_dir)/$1.steps.XXXXXX")
+}
+steps_last() {
+	awk -v name="$1" '{ at = $1; secs = $2; $1 = $2 = ""; if (substr($0, 3) == name) print secs }' <<<"$STEPS_LAST" | tail -1
+}
+steps_done() {
+	local name=$1 result=$2 secs=$3 at left
+	at=$(($(date +%s) - STEPS_T0))
+	printf '%s %s %s\n' "$at" "$secs" "$name" >>"$STEPS_NOW"
+	left=$(awk -v name="$1" '{ at = $1; $1 = $2 = ""; n = substr($0, 3) }
+		n == name { mine = at } n == "(end)" { end = at }
+		END { if (mine != "" && end > mine) print end - mine }' <<<"$STEPS_LAST")
+	progress_clear
+	log "$name: $result, $(duration "$secs")${left:+; about $(duration "$left") left}"
+}
+steps_end() {
+	printf '%s 0 (end)\n' "$(($(date +%s) - STEPS_T0))" >>"$STEPS_NOW"
+	mv "$STEPS_NOW" "$(progress_dir)/$STEPS_KIND.steps"
+}
+
 # debootstrap_run NAME LOG ARG...: debootstrap ARG..., its output appended
 # to LOG, with progress: one "I: Retrieving/Validating/Extracting/
 # Unpacking/Configuring ..." line per package and step, against the count
@@ -231,14 +266,16 @@ build_progs() {
 	"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" O="$SFRAME_TOP/out/progs"
 }
 
-# flame_script ROOT DATA: `perf script` of the recording DATA as
-# samples/sframe-flame reads it, run in the guest root ROOT (where the
+# flame_script ROOT DATA [OPTION]...: `perf script` of the recording DATA
+# as samples/sframe-flame reads it, run in the guest root ROOT (where the
 # recorded objects are; DATA's directory must be visible there: the
-# repository, or under $SFRAME_CACHE/out).  Without the period field each
-# sample counts once.
+# repository, or under $SFRAME_CACHE/out), with perf script's OPTIONs
+# (--comms NAME).  Without the period field each sample counts once.
 flame_script() {
-	"$SFRAME_TOP/scripts/rootfs-exec" --root "$1" --share "$(dirname "$2")" -- \
-		perf script -i "$2" -F comm,pid,tid,cpu,time,event,ip,sym,dso --no-inline
+	local root=$1 data=$2
+	shift 2
+	"$SFRAME_TOP/scripts/rootfs-exec" --root "$root" --share "$(dirname "$data")" -- \
+		perf script -i "$data" -F comm,pid,tid,time,event,ip,sym,dso --no-inline "$@"
 }
 
 # /dev/kvm may exist while KVM guests cannot run (qemu fails on MSR 0x10a on
