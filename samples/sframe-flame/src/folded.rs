@@ -7,6 +7,11 @@
 //! Only the user frames: `perf script` runs away from the recorded kernel
 //! (in the guest's root, on the host), so it would name the kernel's
 //! frames from the host's symbols, and the chains shown are the user's.
+//! And a chain ends at its first address outside every mapping (perf's
+//! `[unknown] ([unknown])`): there the unwinder lost the stack, and what it
+//! returned past it is not frames (a frame-pointer walk through code
+//! built without frame pointers can follow garbage for a hundred of them,
+//! which drawn would tower over every real stack).
 
 use anyhow::Context;
 use anyhow::Result;
@@ -74,12 +79,20 @@ impl Folded {
     }
 }
 
-/// `script` without its kernel frames: frame lines (an address, then the
-/// symbol) whose address is in the upper half, the kernel's on x86-64.
+/// `script` without its kernel frames (frame lines, an address then the
+/// symbol, whose address is in the upper half, the kernel's on x86-64)
+/// and without the frames after a sample's first unmapped one.
 fn user_frames(script: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(script.len());
+    let mut lost = false;
     for line in script.split_inclusive(|&b| b == b'\n') {
-        let is_frame = line.first().is_some_and(u8::is_ascii_whitespace);
+        let is_frame = line.first().is_some_and(u8::is_ascii_whitespace)
+            && line.iter().any(|b| !b.is_ascii_whitespace());
+        if !is_frame {
+            lost = false;
+        } else if lost {
+            continue;
+        }
         let start = line
             .iter()
             .position(|b| !b.is_ascii_whitespace())
@@ -95,6 +108,10 @@ fn user_frames(script: &[u8]) -> Vec<u8> {
                 .is_some_and(|a| a >= 1 << 63);
         if !kernel {
             out.extend_from_slice(line);
+            lost = is_frame
+                && String::from_utf8_lossy(line)
+                    .trim_end()
+                    .ends_with("([unknown])");
         }
     }
     out
@@ -105,8 +122,9 @@ mod tests {
     use super::*;
 
     /// Two samples of one deep stack and one of a broken one taken in the
-    /// kernel, as `perf script -F comm,pid,tid,time,event,ip,sym,dso` prints
-    /// them: without the period, each sample counts once.
+    /// kernel (past the break, what looks like frames), as `perf script -F
+    /// comm,pid,tid,time,event,ip,sym,dso` prints them: without the period,
+    /// each sample counts once.
     const SCRIPT: &str = "\
 prog   100 [000]   10.000001: cpu-clock:
 \t    5555555551a0 leaf+0x10 (/usr/bin/prog)
@@ -125,7 +143,9 @@ prog   100 [000]   10.001001: cpu-clock:
 prog   100 [000]   10.002001: cpu-clock:
 \t    ffffffff810000ac entry_SYSCALL_64+0x2c ([kernel.kallsyms])
 \t    5555555551a0 leaf+0x10 (/usr/bin/prog)
-\t               1 [unknown] ([unknown])
+\t          a0b1c2 [unknown] ([unknown])
+\t    5555555551c0 main+0x30 (/usr/bin/prog)
+\t          a0b1c2 [unknown] ([unknown])
 
 ";
 
@@ -137,13 +157,9 @@ prog   100 [000]   10.002001: cpu-clock:
             lines.contains(&"prog;_start;__libc_start_call_main;main;middle;leaf 2"),
             "{lines:?}"
         );
-        // The kernel's frame is left out: the leaf is the user's.
-        assert!(
-            lines
-                .iter()
-                .any(|l| l.starts_with("prog;") && l.ends_with(";leaf 1")),
-            "{lines:?}"
-        );
+        // The kernel's frame is left out: the leaf is the user's; the
+        // chain ends where it was lost.
+        assert!(lines.contains(&"prog;[unknown];leaf 1"), "{lines:?}");
         assert!(
             !lines.iter().any(|l| l.contains("entry_SYSCALL_64")),
             "{lines:?}"
