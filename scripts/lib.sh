@@ -58,7 +58,7 @@ progress_wait() {
 			if [ -n "$log" ]; then
 				n=$(grep -cE -- "$pattern" "$log" 2>/dev/null || true)
 				if [ -z "$total" ]; then
-					text="$label: ${n:-0} done, $(duration "$elapsed")"
+					[ "${n:-0}" = 0 ] || text="$label: $n done, $(duration "$elapsed")"
 				elif [ "${n:-0}" -le "$total" ]; then
 					text="$label: $n/$total ($((100 * n / total))%), $(duration "$elapsed")"
 					# At the pace so far, once there is one.
@@ -177,6 +177,53 @@ steps_done() {
 steps_end() {
 	printf '%s 0 (end)\n' "$(($(date +%s) - STEPS_T0))" >>"$STEPS_NOW"
 	mv "$STEPS_NOW" "$(progress_dir)/$STEPS_KIND.steps"
+}
+
+# suite_steps LABEL LOG SHOW: the output of tests/guest/run-all ("# NN-name"
+# as a suite starts, "# NN-name: 42 s" as it ends, TAP lines between) from
+# standard input into LOG; each suite a step (steps_done, as "LABEL:
+# NN-name") as it ends, with its results and its time in the guest; on a
+# terminal the failures as they come and, if SHOW is 1, a status line: the
+# suite running and its results so far, or how long the guest has been
+# booting.
+suite_steps() {
+	local label=$1 log=$2 show=$3 rc line buf= suite= ok=0 bad=0 t=$SECONDS last= booted=
+	while :; do
+		rc=0
+		IFS= read -r -t 1 line || rc=$?
+		if [ "$rc" -gt 128 ]; then
+			buf+=$line
+		elif [ "$rc" != 0 ] && [ -z "$buf$line" ]; then
+			break
+		else
+			line=$buf$line buf=
+			printf '%s\n' "$line" >&4
+			if [[ $line =~ ^#\ ([0-9][0-9]-[a-z0-9-]+):\ ([0-9]+)\ s$ ]]; then
+				steps_done "$label: ${BASH_REMATCH[1]}" "$ok passed, $bad failed" "${BASH_REMATCH[2]}"
+				suite= t=$SECONDS
+			elif [[ $line =~ ^#\ ([0-9][0-9]-[a-z0-9-]+)$ ]]; then
+				suite=${BASH_REMATCH[1]} ok=0 bad=0 t=$SECONDS booted="between suites, "
+				last=$(steps_last "$label: $suite")
+			elif [[ $line == "ok "* ]]; then
+				ok=$((ok + 1))
+			elif [[ $line == "not ok "* ]]; then
+				bad=$((bad + 1))
+				if progress_on; then
+					progress_clear
+					printf '%s\n' "$line"
+				fi
+			fi
+			[ "$rc" = 0 ] || break
+		fi
+		if [ "$show" = 1 ] && progress_on; then
+			if [ -n "$suite" ]; then
+				progress_show "$label: $suite: $ok passed, $bad failed, $(duration $((SECONDS - t)))${last:+ (the last run: $(duration "$last"))}"
+			else
+				progress_show "$label: ${booted:-booting, }$(duration $((SECONDS - t)))"
+			fi
+		fi
+	done 4>"$log"
+	progress_clear
 }
 
 # debootstrap_run NAME LOG ARG...: debootstrap ARG..., its output appended
