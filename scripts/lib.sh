@@ -114,6 +114,24 @@ progress_relay() {
 	done
 }
 
+# guest_pipes CONSOLE LABEL NAME CMD...: CMD (vng) with its standard
+# output and error on pipes, never on the caller's files.  virtme-ng gives
+# QEMU the guest's output as files, "-chardev file,path=/proc/self/fd/1"
+# (and fd/2 for the console), and QEMU opens a file chardev with O_TRUNC:
+# were our standard output a regular file (the caller's log, `make demo
+# >demo.log`), everything written to it before the boot would be gone.
+# (Each port also reopens the stream at its own offset, so a file would
+# have had the ports' writes over each other.)  The pipes are copied out:
+# standard output to ours through progress_relay LABEL NAME, standard
+# error to the file CONSOLE.  The status is CMD's (pipefail).
+guest_pipes() {
+	local console=$1 label=$2 name=$3
+	shift 3
+	{
+		"$@" </dev/null 2>&1 >&3 3>&- | cat >"$console" 3>&-
+	} 3>&1 | progress_relay "$label" "$name"
+}
+
 # progress_run LABEL LOG PATTERN TOTAL CMD...: CMD, its output appended to
 # LOG, under progress_wait.
 progress_run() {
