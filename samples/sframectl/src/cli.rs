@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The command line: every subcommand and option, with the help text
-//! that `--help` shows.
+//! that `--help`, the man pages and the shell completions are made from
+//! (`examples/generate-docs.rs` includes this file on its own).
 
 use clap::Parser;
 use clap::Subcommand;
