@@ -119,7 +119,10 @@ pub(crate) enum Command {
     /// Run a command with the audit library, which registers every object
     /// the command loads.
     Run {
-        /// The audit library (default: $SFRAME_AUDIT_LIB, or next to sframectl).
+        /// The audit library (default: $SFRAME_AUDIT_LIB, else
+        /// sframe-audit.so beside sframectl, or from its directory in
+        /// ../lib/ARCH-linux-gnu/sframe-unwind/ (the Debian package's),
+        /// ../lib/sframe-unwind/ or ../lib/).
         #[arg(long, value_name = "PATH")]
         audit_lib: Option<PathBuf>,
         /// Let the audit library log what it does (SFRAME_AUDIT_DEBUG=1).

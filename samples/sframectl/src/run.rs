@@ -18,8 +18,17 @@ pub(crate) const AUDIT_LIB_ENV: &str = "SFRAME_AUDIT_LIB";
 /// Names the audit library goes by: installed, and as cargo builds it.
 const LIB_NAMES: [&str; 2] = ["sframe-audit.so", "libsframe_audit.so"];
 
+/// The directory, relative to the prefix, where a Debian package installs
+/// the library: private to sframe-unwind, in the multiarch library
+/// directory (`lib/x86_64-linux-gnu/sframe-unwind`), since it is built for
+/// one architecture.
+fn multiarch_dir() -> String {
+    format!("lib/{}-linux-gnu/sframe-unwind", std::env::consts::ARCH)
+}
+
 /// Where to look, in order: the flag, the environment, next to `sframectl`
-/// (a cargo build directory, or `bin/` beside `lib/`).
+/// (a cargo build directory, or `bin/` beside `lib/`: the Debian
+/// package's multiarch directory first).
 fn candidates(flag: Option<PathBuf>, env: Option<OsString>, exe: Option<PathBuf>) -> Vec<PathBuf> {
     if let Some(path) = flag.or_else(|| env.map(PathBuf::from)) {
         return vec![path];
@@ -29,6 +38,7 @@ fn candidates(flag: Option<PathBuf>, env: Option<OsString>, exe: Option<PathBuf>
     };
     let mut dirs = vec![dir.to_path_buf()];
     if let Some(prefix) = dir.parent() {
+        dirs.push(prefix.join(multiarch_dir()));
         dirs.push(prefix.join("lib/sframe-unwind"));
         dirs.push(prefix.join("lib"));
     }
@@ -121,6 +131,21 @@ mod tests {
         assert_eq!(found[0], PathBuf::from("/opt/sf/bin/sframe-audit.so"));
         assert_eq!(found[1], PathBuf::from("/opt/sf/bin/libsframe_audit.so"));
         assert!(found.contains(&PathBuf::from("/opt/sf/lib/sframe-audit.so")));
+    }
+
+    #[test]
+    fn finds_the_debian_package_layout() {
+        let found = candidates(None, None, Some(PathBuf::from("/usr/bin/sframectl")));
+        let packaged = PathBuf::from(format!(
+            "/usr/lib/{}-linux-gnu/sframe-unwind/sframe-audit.so",
+            std::env::consts::ARCH
+        ));
+        // Before the unversioned lib/ directories, after the binary's own.
+        let at = found.iter().position(|p| *p == packaged).unwrap();
+        assert_eq!(
+            found[..at],
+            ["/usr/bin/sframe-audit.so", "/usr/bin/libsframe_audit.so"].map(PathBuf::from)
+        );
     }
 
     #[test]
