@@ -5,6 +5,7 @@
 #   make demo      set up, build, boot a guest and profile a demo program
 #   make test      every test: host, module build, guest suites
 #   make           the module, against KDIR (default: the cached test kernel)
+#   make deb       Debian packages, sframe-unwind-dkms and sframectl, in out/deb
 #
 # See README.md and Documentation/testing.rst.
 
@@ -30,7 +31,7 @@ kdir = $(eval kdir := $(or $(if $(wildcard $(kdir_given)/rust/libkernel.rmeta),$
 llvm = $(if $(shell grep -sx 'CONFIG_CC_IS_CLANG=y' $(kdir)/.config),LLVM=$(LLVM))
 
 .PHONY: all module modules clippy clean setup kernel rootfs host-test test \
-	guest-test demo bench stress fmt check-fmt
+	guest-test demo bench stress fmt check-fmt deb
 
 all: module
 
@@ -62,6 +63,10 @@ test:
 
 demo:
 	$(SCRIPTS)/demo
+
+# Built with debhelper (debian/) in a trixie root, checked by lintian.
+deb:
+	$(SCRIPTS)/deb
 
 bench:
 	$(SCRIPTS)/bench
