@@ -360,3 +360,39 @@ kvm_works() {
 	fi
 	[ "$(cat "$stamp")" = yes ]
 }
+
+# binfmt_run EMULATOR -- CMD...: run CMD (a chroot into a foreign root) with
+# that architecture's programs run by QEMU's user-mode EMULATOR
+# (qemu-aarch64-static, from qemu-user-static), through a binfmt_misc entry
+# of this process's own.  binfmt_misc need not be mounted on the host: CMD
+# runs in a private mount namespace that mounts it.  Its entries are the
+# kernel's, seen by every process while they exist, but an instance's
+# entries go when its last mount does: the entry goes when CMD ends, however
+# it ends (and is removed by name, in case the host has it mounted too).
+# "F": the kernel opens the emulator at registration, so it need not exist
+# inside the chroot.
+binfmt_run() {
+	local emu=$1 path magic mask name
+	shift
+	[ "${1:-}" != -- ] || shift
+	case $emu in
+	qemu-aarch64-static)
+		magic='\x7fELF\x02\x01\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x02\x00\xb7\x00'
+		mask='\xff\xff\xff\xff\xff\xff\xff\x00\xff\xff\xff\xff\xff\xff\xff\xff\xfe\xff\xff\xff'
+		;;
+	*) die "binfmt_run: unknown emulator $emu" ;;
+	esac
+	path=$(command -v "$emu") || die "$emu not found (scripts/setup installs qemu-user-static)"
+	name=sframe-${emu%-static}-$$
+	# shellcheck disable=SC2016
+	unshare --mount --propagation private /bin/sh -c '
+		d=/proc/sys/fs/binfmt_misc name=$1 entry=$2
+		shift 2
+		{ [ -e "$d/register" ] || mount -t binfmt_misc binfmt_misc "$d"; } &&
+			printf "%s" "$entry" >"$d/register" ||
+			{ echo "error: cannot register $name with binfmt_misc" >&2; exit 125; }
+		rc=0
+		"$@" || rc=$?
+		[ ! -e "$d/$name" ] || echo -1 >"$d/$name"
+		exit $rc' sh "$name" ":$name:M::$magic:$mask:$path:F" "$@"
+}
