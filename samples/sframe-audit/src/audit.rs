@@ -241,29 +241,36 @@ fn locate(map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
     Ok(layout)
 }
 
-/// Registers the object; returns the cookie for [`la_objclose`] (0: none).
-fn objopen(map: &LinkMap, lmid: c_long) -> usize {
-    if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
-        return 0;
-    }
+/// The object's name for messages, the file it was mapped from (which
+/// names it when it has no build-id: its path, or for the main program,
+/// whose name is empty, the kernel's link to it) and its layout.
+fn object_of(map: &LinkMap, lmid: c_long) -> Option<(&str, Option<&CStr>, Layout)> {
     // SAFETY: `map` came from the loader.
     let name = unsafe { name(map) };
     let layout = match locate(map, lmid) {
         Ok(layout) => layout,
         Err(err) => {
             debug!("{name}: skipped: {err}");
-            return 0;
+            return None;
         }
     };
-    // The file the object was mapped from names it when it has no
-    // build-id: its path, or for the main program (whose name is empty)
-    // the kernel's link to it.
     // SAFETY: The loader keeps `l_name` a NUL-terminated string for the
     // object's lifetime.
     let path = (!map.l_name.is_null())
         .then(|| unsafe { CStr::from_ptr(map.l_name) })
         .map(|p| if p.is_empty() { c"/proc/self/exe" } else { p });
-    register_object(name, path, &layout, lmid)
+    Some((name, path, layout))
+}
+
+/// Registers the object; returns the cookie for [`la_objclose`] (0: none).
+fn objopen(map: &LinkMap, lmid: c_long) -> usize {
+    if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
+        return 0;
+    }
+    match object_of(map, lmid) {
+        Some((name, path, layout)) => register_object(name, path, &layout, lmid),
+        None => 0,
+    }
 }
 
 /// Registers the object `layout` describes, its own section or one
@@ -279,6 +286,31 @@ fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_lon
     let Some(dev) = device() else {
         return 0;
     };
+    register_object_in(&dev, name, path, layout, lmid)
+}
+
+/// Where registrations go: `/dev/sframe`, or in the start-up benchmark a
+/// sink that accepts everything ([`replay_start`]).
+pub trait Registry {
+    /// Registers one text range; returns the handle.
+    fn register(&self, reg: &Registration) -> io::Result<u64>;
+}
+
+impl Registry for Device {
+    fn register(&self, reg: &Registration) -> io::Result<u64> {
+        Device::register(self, reg, None)
+    }
+}
+
+/// [`register_object`] once the device is open: obtains the section and
+/// registers it in `dev` for every text segment.
+fn register_object_in(
+    dev: &impl Registry,
+    name: &str,
+    path: Option<&CStr>,
+    layout: &Layout,
+    lmid: c_long,
+) -> usize {
     // The object's own section, mapped with it (the same bytes at the same
     // address), or one generated from its `.eh_frame`, in our heap, kept
     // for the calls (the module copies it).
@@ -307,7 +339,7 @@ fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_lon
             sframe_addr,
             text: text.clone(),
         };
-        match dev.register(&reg, None) {
+        match dev.register(&reg) {
             Ok(handle) => {
                 debug!(
                     "{name}: namespace {lmid}: registered text {:#x}-{:#x}, sframe {:#x}+{:#x}: handle {handle}",
@@ -400,6 +432,14 @@ fn own_namespace() -> Vec<OwnObject> {
 /// at its exit) stops at its first frame.  They stay registered until the
 /// process exits.
 fn register_own_namespace() {
+    own_namespace_in(|name, path, layout| {
+        let _ = register_object(name, path, layout, OWN_LMID);
+    });
+}
+
+/// Calls `register` for each object of our own namespace whose layout can
+/// be read.
+fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
     for object in own_namespace() {
         // SAFETY: `dlpi_name` is the loader's NUL-terminated name of a
         // loaded object, kept for the object's lifetime (ours).
@@ -413,9 +453,7 @@ fn register_own_namespace() {
         match layout {
             // Registered for good: the cookie is not kept (a section the
             // main namespace also maps, the loader's, is registered once).
-            Ok(layout) => {
-                let _ = register_object(name, path.filter(|p| !p.is_empty()), &layout, OWN_LMID);
-            }
+            Ok(layout) => register(name, path.filter(|p| !p.is_empty()), &layout),
             Err(err) => debug!("{name}: own namespace: skipped: {err}"),
         }
     }
@@ -483,6 +521,65 @@ fn objclose(cookie: usize) {
     }
 }
 
+/// Reads the switches from the environment (`SFRAME_AUDIT_DEBUG`,
+/// `SFRAME_AUDIT_SYNTH`).
+fn read_environment() {
+    let on = std::env::var_os("SFRAME_AUDIT_DEBUG").is_some_and(|v| v == "1");
+    DEBUG.store(on, Ordering::Relaxed);
+    let synth = match std::env::var_os("SFRAME_AUDIT_SYNTH") {
+        Some(v) if v == "0" => SYNTH_OFF,
+        Some(v) if v == "nocache" => SYNTH_UNCACHED,
+        _ => SYNTH_CACHED,
+    };
+    SYNTH.store(synth, Ordering::Relaxed);
+}
+
+/// The audit library's start-up work for the objects of the calling
+/// process, registered in `registry` instead of `/dev/sframe`: what the
+/// first [`la_objopen`] does for the objects of our own namespace (here:
+/// the caller's), then what every [`la_objopen`] does for each object of
+/// the main namespace, in link map order.  Returns the registrations made.
+///
+/// For the start-up benchmark (`examples/startup.rs`), which runs where
+/// there is no module: with `/dev/sframe` missing the library itself stops
+/// at the first object with a section and does nothing more.
+#[doc(hidden)]
+pub fn replay_start(registry: &impl Registry) -> usize {
+    read_environment();
+    let mut cookies = Vec::new();
+    own_namespace_in(|name, path, layout| {
+        cookies.push(register_object_in(registry, name, path, layout, OWN_LMID));
+    });
+    // SAFETY: dlopen(NULL) returns the main program's handle, and dlinfo()
+    // writes its link map through a pointer to a pointer.
+    let mut map: *const LinkMap = core::ptr::null();
+    unsafe {
+        let handle = libc::dlopen(core::ptr::null(), libc::RTLD_NOW);
+        if !handle.is_null() {
+            libc::dlinfo(handle, libc::RTLD_DI_LINKMAP, (&raw mut map).cast());
+            libc::dlclose(handle);
+        }
+    }
+    while !map.is_null() {
+        // SAFETY: The loader's link maps of the main namespace stay valid
+        // while nothing is unloaded.
+        let entry = unsafe { &*map };
+        if let Some((name, path, layout)) = object_of(entry, LM_ID_BASE) {
+            cookies.push(register_object_in(
+                registry, name, path, &layout, LM_ID_BASE,
+            ));
+        }
+        map = entry.l_next;
+    }
+    let made = cookies.iter().filter(|&&c| c != 0).count();
+    for cookie in cookies.into_iter().filter(|&c| c != 0) {
+        // SAFETY: A non-zero cookie is a `Box<Registered>` that
+        // `register_object_in` leaked, freed here once.
+        drop(unsafe { Box::from_raw(cookie as *mut Registered) });
+    }
+    made
+}
+
 /// First call from the loader: agree on the interface version.
 #[no_mangle]
 pub extern "C" fn la_version(version: c_uint) -> c_uint {
@@ -491,14 +588,7 @@ pub extern "C" fn la_version(version: c_uint) -> c_uint {
         // program's stderr.  This is our own copy of std: the hook does not
         // touch the audited program's.
         std::panic::set_hook(Box::new(|info| debug!("internal error: {info}")));
-        let on = std::env::var_os("SFRAME_AUDIT_DEBUG").is_some_and(|v| v == "1");
-        DEBUG.store(on, Ordering::Relaxed);
-        let synth = match std::env::var_os("SFRAME_AUDIT_SYNTH") {
-            Some(v) if v == "0" => SYNTH_OFF,
-            Some(v) if v == "nocache" => SYNTH_UNCACHED,
-            _ => SYNTH_CACHED,
-        };
-        SYNTH.store(synth, Ordering::Relaxed);
+        read_environment();
     });
     if version == 0 {
         return 0;
