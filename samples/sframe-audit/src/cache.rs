@@ -11,9 +11,15 @@
 //! - A file is written under a temporary name and renamed over its final
 //!   name, so a reader sees a whole file or none.  Two processes that
 //!   generate the same object write the same bytes; the last rename wins.
-//! - Nothing read is trusted: a file must carry our header (magic, format
-//!   revision, base, length, its own key) and a section that this project's
-//!   decoder parses and validates, else it is ignored and replaced.
+//! - Nothing read is trusted before it is checked: a file must carry our
+//!   header (magic, format revision, base, length, its own key, the digest
+//!   of its section) and a section whose bytes have that digest and whose
+//!   header this project's decoder parses, else it is ignored and replaced.
+//!   The rows are not decoded again: the file was validated when it was
+//!   written (the generator validates what it returns), the digest shows
+//!   it is those bytes, and the module validates every section at
+//!   registration anyway.  Nothing in the audit library interprets a row,
+//!   so a hostile file can at worst be refused by the module.
 //! - Files are opened relative to the directory, `O_NOFOLLOW`, `O_CLOEXEC`
 //!   and `O_NONBLOCK` (a FIFO planted there cannot block us), and must be
 //!   regular files of bounded size.  The directory must be ours and not
@@ -23,7 +29,10 @@
 //! - A program running set-user-ID (`AT_SECURE`) never uses the cache: its
 //!   environment names the directory.
 
+use crate::digest::xxh64;
 use crate::identity::Identity;
+use crate::pages::Pages;
+use core::ops::DerefMut;
 use std::ffi::CString;
 use std::ffi::OsStr;
 use std::io;
@@ -31,27 +40,29 @@ use std::os::fd::AsRawFd;
 use std::os::fd::FromRawFd;
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::path::PathBuf;
 
 /// The header's magic: "SFRCACHE".
 const MAGIC: [u8; 8] = *b"SFRCACHE";
 /// Bump when the header changes: files of another revision are
-/// regenerated.
-pub const REVISION: u32 = 1;
+/// regenerated.  2: the section's digest in the header.
+pub const REVISION: u32 = 2;
 
 /// The revision a file carries: [`REVISION`] and the generator's
 /// fingerprint (its sources, the decoder's and the dependencies'
 /// versions), so that a file another build of the generator wrote, whose
 /// bytes may differ, is regenerated too, without anyone bumping anything.
 pub const FILE_REVISION: u32 = REVISION.rotate_left(24) ^ sframe_synth::FINGERPRINT;
-/// Header: magic, revision, key length, base, section length; then the key,
-/// padded to 8 bytes, then the section.
-const HEADER: usize = 32;
+/// Header: magic, revision, key length, base, section length, digest of
+/// the section ([`section_digest`]); then the key, padded to 8 bytes, then
+/// the section.
+const HEADER: usize = 40;
 /// Largest file we read (libc's section is about 190 KiB).
 const MAX_FILE: u64 = 64 << 20;
 
-/// A section as read from the cache (validated) or to be written to it.
+/// A section as read from the cache (checked) or to be written to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Entry {
     /// The SFrame section.
@@ -218,11 +229,35 @@ impl Cache {
         Ok(unsafe { std::fs::File::from_raw_fd(fd) })
     }
 
-    /// The entry for `key`, validated.
+    /// The entry for `key`, checked (see the module documentation).
     pub fn load(&self, key: &Identity) -> Result<Entry, Miss> {
-        use std::io::Read;
+        let (section, base) = self.read(key, |len| {
+            let mut v = Vec::new();
+            v.try_reserve_exact(len).ok()?;
+            v.resize(len, 0);
+            Some(v)
+        })?;
+        Ok(Entry { section, base })
+    }
+
+    /// [`Cache::load`] into a buffer of its own pages, returned to the
+    /// system when dropped (the audit library: see [`Pages`]); and the
+    /// base.
+    pub fn load_pages(&self, key: &Identity) -> Result<(Pages, u64), Miss> {
+        self.read(key, |len| Pages::new(len).ok())
+    }
+
+    /// The section for `key` read into the buffer `alloc` gives for its
+    /// length (`None`: out of memory), checked; and its base.
+    ///
+    /// Two reads at known offsets: our header and key, then the section.
+    fn read<B: DerefMut<Target = [u8]>>(
+        &self,
+        key: &Identity,
+        alloc: impl FnOnce(usize) -> Option<B>,
+    ) -> Result<(B, u64), Miss> {
         let name = file_name(key).map_err(Miss::Read)?;
-        let mut file = match self.open_file(&name, libc::O_RDONLY | libc::O_NONBLOCK) {
+        let file = match self.open_file(&name, libc::O_RDONLY | libc::O_NONBLOCK) {
             Ok(file) => file,
             Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Err(Miss::Absent),
             Err(err) => return Err(Miss::Read(err)),
@@ -234,12 +269,21 @@ impl Cache {
         if meta.len() > MAX_FILE {
             return Err(Miss::Invalid("too large"));
         }
-        let mut bytes = Vec::new();
-        bytes
-            .try_reserve_exact(meta.len() as usize)
-            .map_err(|_| Miss::Read(errno(libc::ENOMEM)))?;
-        file.read_to_end(&mut bytes).map_err(Miss::Read)?;
-        decode(&bytes, key).map_err(Miss::Invalid)
+        let want = key.as_str().as_bytes();
+        let at = HEADER + padded(want.len());
+        let mut head = [0u8; HEADER + MAX_KEY];
+        let head = head.get_mut(..at).ok_or(Miss::Invalid("key too long"))?;
+        file.read_exact_at(head, 0)
+            .map_err(|_| Miss::Invalid("truncated header"))?;
+        let header = Header::parse(head, key).map_err(Miss::Invalid)?;
+        if meta.len() != (at as u64).saturating_add(header.len as u64) {
+            return Err(Miss::Invalid("length does not match"));
+        }
+        let mut section = alloc(header.len).ok_or(Miss::Read(errno(libc::ENOMEM)))?;
+        file.read_exact_at(&mut section, at as u64)
+            .map_err(|_| Miss::Invalid("truncated"))?;
+        header.check(&section).map_err(Miss::Invalid)?;
+        Ok((section, header.base))
     }
 
     /// Writes the entry for `key`: to a temporary file, then renamed over
@@ -292,6 +336,16 @@ fn padded(n: usize) -> usize {
     n.saturating_add(7) & !7
 }
 
+/// The longest key (an [`Identity`] is at most 140 bytes), padded.
+const MAX_KEY: usize = 144;
+
+/// The digest a file records of its section: of the section's bytes,
+/// seeded with the base they are encoded for, so a changed base is caught
+/// too.
+fn section_digest(section: &[u8], base: u64) -> u64 {
+    xxh64(section, base)
+}
+
 /// The file for `entry` under `key`.
 fn encode(key: &Identity, entry: &Entry) -> Vec<u8> {
     let key = key.as_str().as_bytes();
@@ -302,49 +356,78 @@ fn encode(key: &Identity, entry: &Entry) -> Vec<u8> {
     out.extend_from_slice(&(key.len() as u32).to_le_bytes());
     out.extend_from_slice(&entry.base.to_le_bytes());
     out.extend_from_slice(&(entry.section.len() as u64).to_le_bytes());
+    out.extend_from_slice(&section_digest(&entry.section, entry.base).to_le_bytes());
     out.extend_from_slice(key);
     out.resize(at, 0);
     out.extend_from_slice(&entry.section);
     out
 }
 
+/// A file's header, parsed and checked against the key it is read for.
+#[derive(Debug)]
+struct Header {
+    base: u64,
+    len: usize,
+    digest: u64,
+}
+
+impl Header {
+    /// Parses the header and key at the start of `bytes`, a file read for
+    /// `key`.
+    fn parse(bytes: &[u8], key: &Identity) -> Result<Self, &'static str> {
+        let field = |at: usize, len: usize| bytes.get(at..at + len).ok_or("truncated header");
+        let word = |at: usize| -> Result<u64, &'static str> {
+            let b = field(at, 8)?;
+            Ok(u64::from_le_bytes(b.try_into().map_err(|_| "truncated")?))
+        };
+        if field(0, 8)? != MAGIC {
+            return Err("not a cache file");
+        }
+        let head = word(8)?;
+        if head as u32 != FILE_REVISION {
+            return Err("another revision");
+        }
+        let key_len = usize::try_from(head >> 32).map_err(|_| "bad key length")?;
+        let base = word(16)?;
+        let len = usize::try_from(word(24)?).map_err(|_| "bad length")?;
+        let digest = word(32)?;
+        let want = key.as_str().as_bytes();
+        if key_len != want.len() || bytes.get(HEADER..HEADER + key_len) != Some(want) {
+            return Err("another object's key");
+        }
+        let at = HEADER + padded(key_len);
+        let padding = bytes.get(HEADER + key_len..at).ok_or("truncated")?;
+        if padding.iter().any(|&b| b != 0) {
+            return Err("bad padding");
+        }
+        Ok(Self { base, len, digest })
+    }
+
+    /// Checks `section`, read after the header: its length and digest, and
+    /// that the decoder parses its header (O(1); see the module
+    /// documentation for why its rows are not decoded again).
+    fn check(&self, section: &[u8]) -> Result<(), &'static str> {
+        if section.len() != self.len {
+            return Err("length does not match");
+        }
+        if section_digest(section, self.base) != self.digest {
+            return Err("digest does not match");
+        }
+        sframe::Section::parse(section, self.base).map_err(|_| "section does not parse")?;
+        Ok(())
+    }
+}
+
 /// The entry in `bytes`, if they are a valid file for `key`.
+#[cfg(test)]
 fn decode(bytes: &[u8], key: &Identity) -> Result<Entry, &'static str> {
-    let field = |at: usize, len: usize| bytes.get(at..at + len).ok_or("truncated header");
-    let word = |at: usize| -> Result<u64, &'static str> {
-        let b = field(at, 8)?;
-        Ok(u64::from_le_bytes(b.try_into().map_err(|_| "truncated")?))
-    };
-    if field(0, 8)? != MAGIC {
-        return Err("not a cache file");
-    }
-    let head = word(8)?;
-    if head as u32 != FILE_REVISION {
-        return Err("another revision");
-    }
-    let key_len = usize::try_from(head >> 32).map_err(|_| "bad key length")?;
-    let base = word(16)?;
-    let len = usize::try_from(word(24)?).map_err(|_| "bad length")?;
-    let want = key.as_str().as_bytes();
-    if key_len != want.len() || bytes.get(HEADER..HEADER + key_len) != Some(want) {
-        return Err("another object's key");
-    }
-    let at = HEADER + padded(key_len);
-    let padding = bytes.get(HEADER + key_len..at).ok_or("truncated")?;
-    if padding.iter().any(|&b| b != 0) {
-        return Err("bad padding");
-    }
+    let header = Header::parse(bytes, key)?;
+    let at = HEADER + padded(key.as_str().len());
     let section = bytes.get(at..).ok_or("truncated")?;
-    if section.len() != len {
-        return Err("length does not match");
-    }
-    let parsed = sframe::Section::parse(section, base).map_err(|_| "section does not parse")?;
-    parsed
-        .validate(&mut || {})
-        .map_err(|_| "section does not validate")?;
+    header.check(section)?;
     Ok(Entry {
         section: section.to_vec(),
-        base,
+        base: header.base,
     })
 }
 
@@ -364,6 +447,35 @@ mod tests {
     /// A real generated section: this test binary's own.
     fn entry() -> Entry {
         crate::generated::generate(&OwnMemory, &this_program()).unwrap()
+    }
+
+    #[test]
+    fn a_section_is_checked_by_its_digest_not_its_rows() {
+        let key = Identity::file(c"/proc/self/exe").unwrap();
+        let e = entry();
+        let at = HEADER + padded(key.as_str().len());
+        // A byte of the FRE area changed, the digest recomputed: the file
+        // is taken (the module would validate it), its rows not decoded.
+        let mut changed = e.clone();
+        let last = changed.section.len() - 1;
+        changed.section[last] ^= 0x7f;
+        assert_eq!(decode(&encode(&key, &changed), &key), Ok(changed.clone()));
+        // Without the new digest it is refused.
+        let mut stale = encode(&key, &e);
+        stale[at + last] ^= 0x7f;
+        assert_eq!(decode(&stale, &key), Err("digest does not match"));
+        // A section header the decoder does not parse is refused even with
+        // its digest right.
+        let mut bad = e.clone();
+        bad.section[2] = 1;
+        assert_eq!(
+            decode(&encode(&key, &bad), &key),
+            Err("section does not parse")
+        );
+        // A length that does not match the bytes.
+        let mut short = encode(&key, &e);
+        short.pop();
+        assert_eq!(decode(&short, &key), Err("length does not match"));
     }
 
     #[test]
@@ -408,16 +520,20 @@ mod tests {
             std::fs::write(&path, &good[..len]).unwrap();
             assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))), "{len}");
         }
-        // A flipped byte anywhere in our header other than the base (a
-        // changed base still makes a valid section), or in the section's
-        // magic and version, is refused.
+        // A flipped byte anywhere in our header (the base included: the
+        // digest is seeded with it) or in the section is refused, and by
+        // the pages reader too.
         let at = HEADER + padded(key.as_str().len());
-        for i in (0..16).chain(24..at + 3) {
+        for i in (0..at + 32).chain((at..good.len()).step_by(4099)) {
             let mut bad = good.clone();
             bad[i] ^= 0x40;
             std::fs::write(&path, &bad).unwrap();
             assert!(cache.load(&key).is_err(), "byte {i}");
+            assert!(cache.load_pages(&key).is_err(), "byte {i}");
         }
+        std::fs::write(&path, &good).unwrap();
+        let (pages, base) = cache.load_pages(&key).unwrap();
+        assert_eq!((&pages[..], base), (&e.section[..], e.base));
         // Another key's file under this name.
         let other = Identity::file(c"/proc/self/exe").unwrap();
         let mut foreign = encode(&other, &e);

@@ -21,7 +21,9 @@ use crate::cache::Miss;
 use crate::identity::Identity;
 use crate::image::Layout;
 use crate::image::Memory;
+use crate::pages::Pages;
 use core::fmt;
+use core::ops::Deref;
 use sframe_synth::CfiSections;
 use sframe_synth::Options;
 use std::ffi::CStr;
@@ -90,18 +92,67 @@ pub struct Generated {
 }
 
 /// "section generated, cached (N bytes)", and why the cache was not used.
+fn describe(
+    f: &mut fmt::Formatter<'_>,
+    source: Source,
+    len: usize,
+    miss: Option<&str>,
+) -> fmt::Result {
+    let how = match source {
+        Source::Cache => "from the cache",
+        Source::Stored => "generated, cached",
+        Source::Generated => "generated",
+    };
+    write!(f, "section {how} ({len} bytes)")?;
+    if let Some(miss) = miss {
+        write!(f, " ({miss})")?;
+    }
+    Ok(())
+}
+
 impl fmt::Display for Generated {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let how = match self.source {
-            Source::Cache => "from the cache",
-            Source::Stored => "generated, cached",
-            Source::Generated => "generated",
-        };
-        write!(f, "section {how} ({} bytes)", self.section.len())?;
-        if let Some(miss) = &self.miss {
-            write!(f, " ({miss})")?;
+        describe(f, self.source, self.section.len(), self.miss.as_deref())
+    }
+}
+
+/// The bytes of a section held until the module has copied them.
+#[derive(Debug)]
+pub enum Bytes {
+    /// Read from the cache into pages of their own.
+    Pages(Pages),
+    /// Generated, in the heap.
+    Heap(Vec<u8>),
+}
+
+impl Deref for Bytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            Self::Pages(pages) => pages,
+            Self::Heap(vec) => vec,
         }
-        Ok(())
+    }
+}
+
+/// [`Generated`], as the audit library holds it: a section read from the
+/// cache leaves no trace in the heap of the process it runs in.
+#[derive(Debug)]
+pub struct Held {
+    /// The SFrame section.
+    pub section: Bytes,
+    /// The link-time address its function starts are relative to.
+    pub base: u64,
+    /// Where it came from.
+    pub source: Source,
+    /// Why the cache was not used, if it was not.
+    pub miss: Option<String>,
+}
+
+impl fmt::Display for Held {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        describe(f, self.source, self.section.len(), self.miss.as_deref())
     }
 }
 
@@ -171,14 +222,52 @@ pub fn obtain(
     path: Option<&CStr>,
     cache: Option<&Cache>,
 ) -> Result<Generated, GenerateError> {
+    let held = obtain_with(mem, layout, path, cache, |cache, key| {
+        cache.load(key).map(|e| (Bytes::Heap(e.section), e.base))
+    })?;
+    let section = match held.section {
+        Bytes::Heap(vec) => vec,
+        Bytes::Pages(pages) => pages.to_vec(),
+    };
+    Ok(Generated {
+        section,
+        base: held.base,
+        source: held.source,
+        miss: held.miss,
+    })
+}
+
+/// [`obtain`] for the audit library: a section from the cache is read
+/// into pages of its own ([`Cache::load_pages`]).
+pub fn obtain_held(
+    mem: &impl Memory,
+    layout: &Layout,
+    path: Option<&CStr>,
+    cache: Option<&Cache>,
+) -> Result<Held, GenerateError> {
+    obtain_with(mem, layout, path, cache, |cache, key| {
+        cache
+            .load_pages(key)
+            .map(|(pages, base)| (Bytes::Pages(pages), base))
+    })
+}
+
+/// [`obtain`], reading the cache with `load`.
+fn obtain_with(
+    mem: &impl Memory,
+    layout: &Layout,
+    path: Option<&CStr>,
+    cache: Option<&Cache>,
+    load: impl FnOnce(&Cache, &Identity) -> Result<(Bytes, u64), Miss>,
+) -> Result<Held, GenerateError> {
     let key = cache.and_then(|_| Identity::build_id(mem, layout).or_else(|| Identity::file(path?)));
     let mut miss = None;
     if let (Some(cache), Some(key)) = (cache, &key) {
-        match cache.load(key) {
-            Ok(entry) => {
-                return Ok(Generated {
-                    section: entry.section,
-                    base: entry.base,
+        match load(cache, key) {
+            Ok((section, base)) => {
+                return Ok(Held {
+                    section,
+                    base,
                     source: Source::Cache,
                     miss: None,
                 })
@@ -197,8 +286,8 @@ pub fn obtain(
             Err(err) => miss = Some(format!("not stored: {err}")),
         }
     }
-    Ok(Generated {
-        section: entry.section,
+    Ok(Held {
+        section: Bytes::Heap(entry.section),
         base: entry.base,
         source,
         miss,
@@ -234,7 +323,15 @@ mod tests {
         assert_eq!(first.source, Source::Stored);
         let second = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
         assert_eq!(second.source, Source::Cache);
-        assert_eq!((first.section, first.base), (second.section, second.base));
+        assert_eq!((&first.section, first.base), (&second.section, second.base));
+        // The audit library's reader: the same bytes, in pages of its own.
+        let held = obtain_held(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
+        assert_eq!(held.source, Source::Cache);
+        assert!(matches!(held.section, Bytes::Pages(_)));
+        assert_eq!(
+            (&held.section[..], held.base),
+            (&first.section[..], first.base)
+        );
         let none = obtain(&OwnMemory, &layout, None, None).unwrap();
         assert_eq!(none.source, Source::Generated);
         std::fs::remove_dir_all(&dir).unwrap();

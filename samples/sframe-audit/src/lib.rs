@@ -20,6 +20,8 @@
 pub mod audit;
 pub mod cache;
 pub mod device;
+pub mod digest;
 pub mod generated;
 pub mod identity;
 pub mod image;
+pub mod pages;
