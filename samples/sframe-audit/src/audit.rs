@@ -32,6 +32,7 @@ use crate::device::Device;
 use crate::device::Registration;
 use crate::device::Unregister;
 use crate::generated;
+use crate::generated::Source;
 use crate::image::ImageError;
 use crate::image::Layout;
 use crate::image::OwnMemory;
@@ -49,6 +50,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicBool;
 use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
+use std::sync::Mutex;
 use std::sync::OnceLock;
 
 /// The highest audit interface version we implement (`LAV_CURRENT` in
@@ -97,6 +99,54 @@ static CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
 /// Whether our own namespace's objects were registered (at the first
 /// `la_objopen`).
 static OWN_NAMESPACE: AtomicBool = AtomicBool::new(false);
+
+/// The text segments of our own namespace's objects that we registered
+/// (for good): the loader is in both namespaces, and when the main
+/// namespace's `la_objopen` reports it again its section need not be
+/// read a second time only for the module to answer `EEXIST`.
+static OWN_TEXTS: Mutex<OwnTexts> = Mutex::new(OwnTexts {
+    pid: 0,
+    starts: [0; MAX_OWN_TEXTS],
+    len: 0,
+});
+/// Text segments of our own namespace we remember.
+const MAX_OWN_TEXTS: usize = MAX_OWN_OBJECTS * MAX_TEXT;
+
+/// See [`OWN_TEXTS`].
+struct OwnTexts {
+    /// The process that registered them (a `fork()` child inherits this
+    /// memory, not necessarily the registrations).
+    pid: libc::pid_t,
+    starts: [u64; MAX_OWN_TEXTS],
+    len: usize,
+}
+
+impl OwnTexts {
+    fn add(&mut self, pid: libc::pid_t, layout: &Layout) {
+        if self.pid != pid {
+            *self = OwnTexts {
+                pid,
+                starts: [0; MAX_OWN_TEXTS],
+                len: 0,
+            };
+        }
+        for text in layout.text() {
+            if let Some(slot) = self.starts.get_mut(self.len) {
+                *slot = text.start;
+                self.len += 1;
+            }
+        }
+    }
+
+    /// Whether every text segment of `layout` is one of ours, registered
+    /// by this process.
+    fn covers(&self, pid: libc::pid_t, layout: &Layout) -> bool {
+        let ours = self.starts.get(..self.len).unwrap_or_default();
+        self.pid == pid
+            && !layout.text().is_empty()
+            && layout.text().iter().all(|t| ours.contains(&t.start))
+    }
+}
 
 /// Writes one line to standard error when `SFRAME_AUDIT_DEBUG=1`.
 macro_rules! debug {
@@ -267,10 +317,22 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
     if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
         return 0;
     }
-    match object_of(map, lmid) {
-        Some((name, path, layout)) => register_object(name, path, &layout, lmid),
-        None => 0,
+    let Some((name, path, layout)) = object_of(map, lmid) else {
+        return 0;
+    };
+    if registered_in_own_namespace(&layout) {
+        debug!("{name}: namespace {lmid}: registered with our own namespace");
+        return 0;
     }
+    register_object(name, path, &layout, lmid)
+}
+
+/// Whether the object `layout` describes was registered with our own
+/// namespace (the loader), by this process.
+fn registered_in_own_namespace(layout: &Layout) -> bool {
+    // SAFETY: getpid() has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    OWN_TEXTS.lock().is_ok_and(|own| own.covers(pid, layout))
 }
 
 /// Registers the object `layout` describes, its own section or one
@@ -312,21 +374,45 @@ fn register_object_in(
     lmid: c_long,
 ) -> usize {
     // The object's own section, mapped with it (the same bytes at the same
-    // address), or one generated from its `.eh_frame`, in our heap, kept
+    // address), or one generated from its `.eh_frame`, in our memory, kept
     // for the calls (the module copies it).
-    let generated;
-    let (data, sframe_addr) = match layout.sframe.clone() {
-        Some(sframe) => (sframe.clone(), sframe.start),
+    let held = match layout.sframe {
+        Some(_) => None,
         None => match synthesize(path, name, layout) {
-            Some(gen) => {
-                generated = gen;
-                let start = generated.section.as_ptr() as u64;
-                let len = generated.section.len() as u64;
-                (start..start + len, layout.bias.wrapping_add(generated.base))
-            }
+            Some(held) => Some(held),
             None => return 0,
         },
     };
+    let (data, sframe_addr) = match (&layout.sframe, &held) {
+        (Some(sframe), _) => (sframe.clone(), sframe.start),
+        (None, Some(held)) => {
+            let start = held.section.as_ptr() as u64;
+            let len = held.section.len() as u64;
+            (start..start + len, layout.bias.wrapping_add(held.base))
+        }
+        (None, None) => return 0,
+    };
+    let cookie = register_texts(dev, name, layout, lmid, data, sframe_addr);
+    if held.is_some_and(|held| held.source != Source::Cache) {
+        // The section is freed; so is what the generator used, which
+        // malloc keeps in our heap unless asked to give it back.
+        // SAFETY: malloc_trim() has no preconditions.
+        unsafe { libc::malloc_trim(0) };
+    }
+    cookie
+}
+
+/// Registers `data`, the section the object `layout` describes maps at
+/// `sframe_addr`, for each of its text segments; returns the cookie for
+/// [`la_objclose`] (0: none).  `name` and `lmid` are for messages.
+fn register_texts(
+    dev: &impl Registry,
+    name: &str,
+    layout: &Layout,
+    lmid: c_long,
+    data: core::ops::Range<u64>,
+    sframe_addr: u64,
+) -> usize {
     let mut registered = Registered {
         // SAFETY: getpid() has no preconditions.
         pid: unsafe { libc::getpid() },
@@ -433,8 +519,20 @@ fn own_namespace() -> Vec<OwnObject> {
 /// process exits.
 fn register_own_namespace() {
     own_namespace_in(|name, path, layout| {
-        let _ = register_object(name, path, layout, OWN_LMID);
+        if register_object(name, path, layout, OWN_LMID) != 0 {
+            remember_own(layout);
+        }
     });
+}
+
+/// Records that the object `layout` describes is registered with our own
+/// namespace.
+fn remember_own(layout: &Layout) {
+    // SAFETY: getpid() has no preconditions.
+    let pid = unsafe { libc::getpid() };
+    if let Ok(mut own) = OWN_TEXTS.lock() {
+        own.add(pid, layout);
+    }
 }
 
 /// Calls `register` for each object of our own namespace whose layout can
@@ -462,7 +560,7 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 /// A section generated for the object without `PT_GNU_SFRAME` that
 /// `layout` describes, through the cache unless that is off; `None` (and a
 /// debug message) if it has none or generation is off.
-fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Generated> {
+fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Held> {
     let cache = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
         CACHE_DIR
             .get_or_init(CacheDir::from_env)
@@ -477,7 +575,7 @@ fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<genera
     } else {
         None
     };
-    match generated::obtain(&OwnMemory, layout, path, cache.as_ref()) {
+    match generated::obtain_held(&OwnMemory, layout, path, cache.as_ref()) {
         Ok(gen) => {
             debug!("{name}: no PT_GNU_SFRAME: {gen}");
             Some(gen)
@@ -548,7 +646,11 @@ pub fn replay_start(registry: &impl Registry) -> usize {
     read_environment();
     let mut cookies = Vec::new();
     own_namespace_in(|name, path, layout| {
-        cookies.push(register_object_in(registry, name, path, layout, OWN_LMID));
+        let cookie = register_object_in(registry, name, path, layout, OWN_LMID);
+        if cookie != 0 {
+            remember_own(layout);
+        }
+        cookies.push(cookie);
     });
     // SAFETY: dlopen(NULL) returns the main program's handle, and dlinfo()
     // writes its link map through a pointer to a pointer.
@@ -565,9 +667,11 @@ pub fn replay_start(registry: &impl Registry) -> usize {
         // while nothing is unloaded.
         let entry = unsafe { &*map };
         if let Some((name, path, layout)) = object_of(entry, LM_ID_BASE) {
-            cookies.push(register_object_in(
-                registry, name, path, &layout, LM_ID_BASE,
-            ));
+            if !registered_in_own_namespace(&layout) {
+                cookies.push(register_object_in(
+                    registry, name, path, &layout, LM_ID_BASE,
+                ));
+            }
         }
         map = entry.l_next;
     }

@@ -20,6 +20,9 @@ const NT_GNU_BUILD_ID: u32 = 3;
 /// Note bytes we read per segment (a build-id note is 36 bytes; objects
 /// carry a few more notes, all small).
 const MAX_NOTE_BYTES: usize = 4096;
+/// Note bytes read without allocating (a build-id note and the ABI and
+/// property notes take about 100).
+const SMALL_NOTE_BYTES: usize = 256;
 /// Longest build-id we accept (SHA-1 gives 20 bytes, `--build-id=0x...`
 /// any length).
 const MAX_BUILD_ID: usize = 64;
@@ -32,12 +35,20 @@ pub struct Identity(String);
 impl Identity {
     /// The object's build-id, if it has one.
     pub fn build_id(mem: &impl Memory, layout: &Layout) -> Option<Self> {
-        let mut buf = [0u8; MAX_NOTE_BYTES];
+        // Real note segments fit the small buffer; zeroing 4 KiB for each
+        // would cost more than reading them.
+        let mut small = [0u8; SMALL_NOTE_BYTES];
+        let mut large = Vec::new();
         for note in layout.notes() {
             let len = usize::try_from(note.end - note.start)
                 .unwrap_or(usize::MAX)
                 .min(MAX_NOTE_BYTES);
-            let bytes = buf.get_mut(..len)?;
+            let bytes = if len <= SMALL_NOTE_BYTES {
+                small.get_mut(..len)?
+            } else {
+                large.resize(MAX_NOTE_BYTES, 0);
+                large.get_mut(..len)?
+            };
             if mem.read(note.start, bytes).is_err() {
                 continue;
             }
