@@ -11,10 +11,13 @@
 //! ```
 //!
 //! Ir divided by the number of lookups is the cost of one lookup. The PCs
-//! are the same random ones `sframe-bench` uses. `--parse-each` parses the
-//! header before every lookup, as the kernel does; `--digest` prints a hash
-//! of every result (rows and errors), to check that a change of the decoder
-//! keeps its answers; `--rounds N` times N passes and reports the fastest.
+//! are the same random ones `sframe-bench` uses. `--index` builds the
+//! section's lookup index first and looks up through it (as the module
+//! will); `--parse-each` parses the header (and attaches the index) before
+//! every lookup, as the kernel does; `--digest` prints a hash of every
+//! result (rows and errors), to check that a change of the decoder keeps
+//! its answers (with and without the index); `--rounds N` times N passes
+//! and reports the fastest.
 
 #[path = "../src/pcs.rs"]
 mod pcs;
@@ -32,6 +35,7 @@ use std::time::Instant;
 fn lookups(
     data: &[u8],
     addr: u64,
+    index: Option<&[u32]>,
     section: &sframe::Section<'_>,
     pcs: &[u64],
     parse_each: bool,
@@ -39,9 +43,11 @@ fn lookups(
     let mut found = 0;
     for &pc in pcs {
         let row = if parse_each {
-            match sframe::Section::parse(black_box(data), addr) {
-                Ok(s) => s.find_row(black_box(pc)),
-                Err(e) => Err(e),
+            let parsed = sframe::Section::parse(black_box(data), addr);
+            match (parsed, index) {
+                (Ok(s), Some(words)) => s.with_index(black_box(words)).and_then(|s| s.find_row(pc)),
+                (Ok(s), None) => s.find_row(black_box(pc)),
+                (Err(e), _) => Err(e),
             }
         } else {
             black_box(section).find_row(black_box(pc))
@@ -72,17 +78,20 @@ fn main() -> Result<()> {
     let mut parse_each = false;
     let mut want_digest = false;
     let mut rounds = 1;
+    let mut use_index = false;
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--lookups" => count = args.next().context("--lookups N")?.parse()?,
             "--rounds" => rounds = args.next().context("--rounds N")?.parse()?,
             "--parse-each" => parse_each = true,
             "--digest" => want_digest = true,
+            "--index" => use_index = true,
             _ => file = Some(arg),
         }
     }
-    let file =
-        file.context("usage: find_row FILE [--lookups N] [--rounds N] [--parse-each] [--digest]")?;
+    let file = file.context(
+        "usage: find_row FILE [--lookups N] [--rounds N] [--index] [--parse-each] [--digest]",
+    )?;
     let data = std::fs::read(&file).with_context(|| file.clone())?;
     let elf = object::File::parse(&*data).context("not an object file")?;
     let sframe = elf
@@ -97,6 +106,18 @@ fn main() -> Result<()> {
         .text_range()
         .map_err(|e| anyhow!("sframe: {e}"))?
         .ok_or_else(|| anyhow!("no FDEs"))?;
+    let mut words = Vec::new();
+    if use_index {
+        words.resize(section.index_words().map_err(|e| anyhow!("{e}"))?, 0);
+        section
+            .build_index(&mut words, &mut || {})
+            .map_err(|e| anyhow!("index: {e}"))?;
+    }
+    let index = use_index.then_some(&words[..]);
+    let section = match index {
+        Some(words) => section.with_index(words).map_err(|e| anyhow!("{e}"))?,
+        None => section,
+    };
     // A little outside the text too, so misses are part of the mix.
     let pcs = pcs::random_pcs(count, start.saturating_sub(64), end.saturating_add(64));
 
@@ -105,13 +126,18 @@ fn main() -> Result<()> {
     let mut found = 0;
     for _ in 0..rounds {
         let t = Instant::now();
-        found = lookups(bytes, addr, &section, &pcs, parse_each);
+        found = lookups(bytes, addr, index, &section, &pcs, parse_each);
         ns = ns.min(t.elapsed().as_secs_f64() * 1e9 / pcs.len().max(1) as f64);
     }
     println!(
-        "{file}: {} FDEs, {} lookups, {found} found, {ns:.1} ns/lookup{}",
+        "{file}: {} FDEs, {} lookups, {found} found, {ns:.1} ns/lookup{}{}",
         section.num_fdes(),
         pcs.len(),
+        if use_index {
+            format!(" (index: {} bytes)", words.len() * 4)
+        } else {
+            String::new()
+        },
         if parse_each { " (parse each)" } else { "" }
     );
     if want_digest {

@@ -71,6 +71,11 @@ pub enum Error {
     BudgetExhausted,
     /// The ABI's rows are not decoded (s390x: parsed and validated only).
     UnsupportedRows,
+    /// The buffer given for a lookup index is shorter than
+    /// [`Section::index_words`](super::Section::index_words).
+    IndexTooSmall,
+    /// A lookup index that was not built for this section.
+    BadIndex,
 }
 
 impl Error {
@@ -106,6 +111,8 @@ impl Error {
             Error::TooManyFres => "too many FREs",
             Error::BudgetExhausted => "walk work budget exhausted",
             Error::UnsupportedRows => "rows of this ABI are not decoded",
+            Error::IndexTooSmall => "buffer too small for the lookup index",
+            Error::BadIndex => "lookup index does not belong to the section",
         }
     }
 }

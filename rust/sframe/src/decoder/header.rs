@@ -9,6 +9,7 @@
 //! offsets count from the end of the header plus the auxiliary header.
 
 use super::bytes::{usize_from, Bytes};
+use super::index::Index;
 use super::Error;
 
 /// Size of the fixed SFrame header.
@@ -97,6 +98,8 @@ pub struct Section<'a> {
     pub(super) fdes: Bytes<'a>,
     /// The FRE area, exactly `fre_len` bytes.
     pub(super) fres: Bytes<'a>,
+    /// The lookup index, if one was given ([`Section::with_index`]).
+    pub(super) index: Option<Index<'a>>,
 }
 
 impl<'a> Section<'a> {
@@ -209,6 +212,7 @@ impl<'a> Section<'a> {
             fde_area_off,
             fdes,
             fres,
+            index: None,
         })
     }
 

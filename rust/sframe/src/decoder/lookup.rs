@@ -35,29 +35,38 @@ impl<'a> Section<'a> {
     /// O(log n) reads of the start field. Relies on validated (sorted)
     /// FDEs for a meaningful answer, but terminates on any input.
     pub fn find_fde_index(&self, pc: u64) -> Result<Option<u32>, Error> {
+        let bounds = self.search_bounds(pc);
         if self.fdes.big_endian() {
-            self.search::<Be>(pc)
+            self.search::<Be>(pc, bounds)
         } else {
-            self.search::<Le>(pc)
+            self.search::<Le>(pc, bounds)
         }
     }
 
-    /// [`Section::find_fde_index`] in byte order `E`.
+    /// [`Section::find_fde_index`] in byte order `E`, among the FDEs
+    /// `bounds` ([`Section::search_bounds`]).
     #[inline(always)]
-    fn search<E: ByteOrder>(&self, pc: u64) -> Result<Option<u32>, Error> {
+    fn search<E: ByteOrder>(&self, pc: u64, bounds: (u32, u32)) -> Result<Option<u32>, Error> {
         match self.version {
-            Version::V2 => self.search_in::<E, V2Layout>(pc),
-            Version::V3 => self.search_in::<E, V3Layout>(pc),
+            Version::V2 => self.search_in::<E, V2Layout>(pc, bounds),
+            Version::V3 => self.search_in::<E, V3Layout>(pc, bounds),
         }
     }
 
-    /// [`Section::find_fde_index`] in byte order `E` and FDE layout `L`.
+    /// [`Section::find_fde_index`] in byte order `E` and FDE layout `L`,
+    /// among the FDEs `lo..hi`: those below `lo` are known to start at or
+    /// below `pc`, those from `hi` on above it.
     ///
-    /// Probes the same FDEs in the same order as a search calling
-    /// [`Section::fde_range`] per probe, with the same checks and errors,
-    /// but with what does not change between probes worked out once.
+    /// Over all FDEs, probes the same FDEs in the same order as a search
+    /// calling [`Section::fde_range`] per probe, with the same checks and
+    /// errors, but with what does not change between probes worked out
+    /// once.
     #[inline(always)]
-    fn search_in<E: ByteOrder, L: FdeLayout>(&self, pc: u64) -> Result<Option<u32>, Error> {
+    fn search_in<E: ByteOrder, L: FdeLayout>(
+        &self,
+        pc: u64,
+        (lo, hi): (u32, u32),
+    ) -> Result<Option<u32>, Error> {
         let fdes = self.fdes.as_slice();
         // A PCREL start counts from `addr + fde_area_off + off` (the field
         // itself), else from `addr`: `base + (off & mask)` is either, and
@@ -71,8 +80,7 @@ impl<'a> Section<'a> {
         } else {
             (Some(self.addr), 0)
         };
-        let mut lo: u32 = 0;
-        let mut hi: u32 = self.num_fdes;
+        let (mut lo, mut hi) = (lo, hi.min(self.num_fdes));
         // Invariant: FDEs below `lo` start at or below `pc`, FDEs at or
         // above `hi` start above it. The range halves every iteration.
         while lo < hi {
@@ -106,7 +114,8 @@ impl<'a> Section<'a> {
     pub fn find_row(&self, pc: u64) -> Result<Option<Row>, Error> {
         // Without a budget to keep, the FRE count is not needed.
         let mut decoded = 0;
-        self.find_row_capped(pc, MAX_FRES_SCANNED, &mut decoded)
+        let bounds = self.search_bounds(pc);
+        self.find_row_capped(pc, bounds, MAX_FRES_SCANNED, &mut decoded)
     }
 
     /// [`Section::find_row`], paid for from `budget`.
@@ -117,12 +126,13 @@ impl<'a> Section<'a> {
     /// when the units left run out first ([`Error::BudgetExhausted`], and
     /// the budget is marked exhausted). No other error depends on the budget.
     pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
-        if !budget.charge(search_probes(self.num_fdes)) {
+        let bounds = self.search_bounds(pc);
+        if !budget.charge(search_probes(bounds.1.saturating_sub(bounds.0))) {
             return Err(Error::BudgetExhausted);
         }
         let cap = budget.max_fres().min(budget.left());
         let mut decoded = 0;
-        let found = self.find_row_capped(pc, cap, &mut decoded);
+        let found = self.find_row_capped(pc, bounds, cap, &mut decoded);
         // `decoded <= cap <= left`: this charge cannot fail.
         budget.charge(decoded);
         match found {
@@ -138,13 +148,19 @@ impl<'a> Section<'a> {
     /// The lookup, its FRE scan capped at `cap` FREs, `decoded` set to the
     /// number of FREs read.
     #[inline(always)]
-    fn find_row_capped(&self, pc: u64, cap: u32, decoded: &mut u32) -> Result<Option<Row>, Error> {
+    fn find_row_capped(
+        &self,
+        pc: u64,
+        bounds: (u32, u32),
+        cap: u32,
+        decoded: &mut u32,
+    ) -> Result<Option<Row>, Error> {
         // One copy of the whole lookup per byte order: its loops then
         // decode fields without testing the order each time.
         if self.fdes.big_endian() {
-            self.find_row_in::<Be>(pc, cap, decoded)
+            self.find_row_in::<Be>(pc, bounds, cap, decoded)
         } else {
-            self.find_row_in::<Le>(pc, cap, decoded)
+            self.find_row_in::<Le>(pc, bounds, cap, decoded)
         }
     }
 
@@ -153,10 +169,11 @@ impl<'a> Section<'a> {
     fn find_row_in<E: ByteOrder>(
         &self,
         pc: u64,
+        bounds: (u32, u32),
         cap: u32,
         decoded: &mut u32,
     ) -> Result<Option<Row>, Error> {
-        let Some(index) = self.search::<E>(pc)? else {
+        let Some(index) = self.search::<E>(pc, bounds)? else {
             return Ok(None);
         };
         let fde = self.fde_at::<E>(self.fde_off(index)?)?;

@@ -11,8 +11,10 @@
 //! total work by its [`Budget`].
 //!
 //! Use: [`Section::parse`] (O(1) header and bounds checks), then once
-//! [`Section::validate`], then [`Section::find_row`] per PC. The
-//! [`unwind`] module turns rows into x86-64 stack walks.
+//! [`Section::validate`] and, for fast lookups, [`Section::build_index`]
+//! into a buffer kept with the bytes; then per PC [`Section::find_row`]
+//! on the section [`Section::with_index`] gives. The [`unwind`] module
+//! turns rows into x86-64 stack walks.
 //!
 //! Format facts were checked against binutils' `include/sframe.h` (2.46)
 //! and the SFrame specification; see `rust/sframe/API.md` for the list.
@@ -25,6 +27,7 @@ mod error;
 mod fde;
 mod fre;
 mod header;
+mod index;
 mod lookup;
 pub mod unwind;
 mod validate;
@@ -36,4 +39,5 @@ pub use self::fre::{CfaRule, Fre, FreIter, Reg, RegRule, Row};
 pub use self::header::{
     Abi, Section, Version, FLAG_FDE_FUNC_START_PCREL, FLAG_FDE_SORTED, FLAG_FRAME_POINTER,
 };
+pub use self::index::{Index, FDES_PER_BUCKET};
 pub use self::lookup::MAX_FRES_SCANNED;

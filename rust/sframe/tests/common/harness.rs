@@ -7,7 +7,7 @@
 //! Input format: 8 bytes section address (little endian), 8 bytes PC seed,
 //! then the section bytes.
 
-use sframe::{Error, PcType, Section};
+use sframe::{Budget, Error, PcType, Section};
 
 /// Splits a fuzz input into (section address, PC seed, section bytes).
 pub fn split(input: &[u8]) -> Option<(u64, u64, &[u8])> {
@@ -45,14 +45,20 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
     if validated {
         assert!(range.is_ok(), "text_range failed after validation");
     }
-    let _ = sec.find_row(addr);
-    let _ = sec.find_row(seed);
+    // Every PC looked up, for the indexed lookups at the end.
+    let mut asked = Vec::new();
+    let mut lookup = |pc: u64| {
+        asked.push(pc);
+        sec.find_row(pc)
+    };
+    let _ = lookup(addr);
+    let _ = lookup(seed);
     let mut pc = seed;
     for _ in 0..16 {
         pc = pc
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
-        let r = sec.find_row(pc);
+        let r = lookup(pc);
         if validated {
             assert!(
                 matches!(r, Ok(_) | Err(Error::TooManyFres | Error::UnsupportedRows)),
@@ -61,7 +67,7 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
         }
         if let Ok(Some((lo, hi))) = range {
             if hi > lo {
-                let _ = sec.find_row(lo + pc % (hi - lo));
+                let _ = lookup(lo + pc % (hi - lo));
             }
         }
     }
@@ -71,8 +77,8 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
             assert!(!validated, "fde {i} failed after validation");
             break;
         };
-        let _ = sec.find_row(fde.start);
-        let _ = sec.find_row(fde.end());
+        let _ = lookup(fde.start);
+        let _ = lookup(fde.end());
         for (n, fre) in sec.fres(&fde).enumerate().take(2048) {
             let Ok(fre) = fre else {
                 assert!(
@@ -81,7 +87,7 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
                 );
                 break;
             };
-            let looked_up = sec.find_row(fre.start);
+            let looked_up = lookup(fre.start);
             if validated && fde.pc_type == PcType::Inc && fde.contains(fre.start) {
                 // Rows past the scan cap may answer TooManyFres instead.
                 if n + 1 < sframe::MAX_FRES_SCANNED as usize || looked_up != Err(Error::TooManyFres)
@@ -90,5 +96,38 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
                 }
             }
         }
+    }
+
+    // The lookup index: a validated section always gets one, and wherever
+    // one can be built, lookups with it answer as lookups without, paying
+    // no more from a budget.
+    let built = sec.index_words().ok().and_then(|n| {
+        let mut words = vec![0u32; n];
+        sec.build_index(&mut words, &mut || {}).ok()?;
+        Some(words)
+    });
+    assert!(
+        !validated || built.is_some(),
+        "no index for a valid section"
+    );
+    let Some(words) = built else {
+        return;
+    };
+    let fast = sec
+        .with_index(&words)
+        .expect("an index fits its own section");
+    for pc in asked {
+        assert_eq!(
+            fast.find_row(pc),
+            sec.find_row(pc),
+            "indexed find_row({pc:#x})"
+        );
+        let (mut a, mut b) = (Budget::unlimited(), Budget::unlimited());
+        assert_eq!(
+            fast.find_row_within(pc, &mut a),
+            sec.find_row_within(pc, &mut b),
+            "indexed find_row_within({pc:#x})"
+        );
+        assert!(a.spent() <= b.spent(), "indexed lookup paid more");
     }
 }
