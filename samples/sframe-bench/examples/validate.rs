@@ -12,7 +12,8 @@
 //!     target/release/examples/validate --synth /lib/x86_64-linux-gnu/libc.so.6
 //! ```
 //!
-//! Ir divided by the section's bytes is the cost per byte.
+//! Ir divided by the section's bytes is the cost per byte.  `--save PATH`
+//! writes the section (to compare the generator's output across changes).
 
 use anyhow::anyhow;
 use anyhow::Context;
@@ -45,16 +46,19 @@ fn main() -> Result<()> {
     let mut synth = false;
     let mut index = false;
     let mut rounds = 1u32;
+    let mut save = None;
     let mut args = std::env::args().skip(1);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--synth" => synth = true,
             "--index" => index = true,
             "--rounds" => rounds = args.next().context("--rounds N")?.parse()?,
+            "--save" => save = Some(args.next().context("--save PATH")?),
             _ => file = Some(arg),
         }
     }
-    let file = file.context("usage: validate [--synth] [--index] [--rounds N] FILE")?;
+    let file =
+        file.context("usage: validate [--synth] [--index] [--rounds N] [--save PATH] FILE")?;
     let elf = std::fs::read(&file).with_context(|| file.clone())?;
     let (bytes, addr) = if synth {
         let gen = sframe_synth::synth_elf(&elf, &sframe_synth::Options::default())
@@ -67,6 +71,9 @@ fn main() -> Result<()> {
             .ok_or_else(|| anyhow!("no .sframe section"))?;
         (s.data()?.to_vec(), s.address())
     };
+    if let Some(path) = save {
+        std::fs::write(&path, &bytes).with_context(|| path.clone())?;
+    }
     let mut words = Vec::new();
     let mut best = f64::MAX;
     for _ in 0..rounds {

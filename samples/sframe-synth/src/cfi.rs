@@ -19,8 +19,10 @@ use crate::Reason;
 use crate::Stats;
 use gimli::BaseAddresses;
 use gimli::CieOrFde;
+use gimli::CommonInformationEntry;
 use gimli::EhFrame;
 use gimli::EhFrameHdr;
+use gimli::EhFrameOffset;
 use gimli::EndianSlice;
 use gimli::LittleEndian;
 use gimli::Register;
@@ -75,14 +77,15 @@ pub(crate) fn collect(
     }
     let eh_frame = EhFrame::new(cfi.eh_frame, LittleEndian);
     let mut offsets = fde_offsets(cfi, &eh_frame, &bases, stats);
-    offsets.sort_unstable();
-    offsets.dedup();
+    dedup(&mut offsets, cfi.eh_frame.len());
     stats.cfi_fdes = offsets.len() as u64;
 
-    // Locate every FDE, then visit them by address.
+    // Locate every FDE, then visit them by address: the search table lists
+    // them sorted already, so the sort is only for odd inputs.
+    let mut cies = CieCache::default();
     let mut fdes = Vec::with_capacity(offsets.len());
     for offset in offsets {
-        match eh_frame.fde_from_offset(&bases, offset.into(), EhFrame::cie_from_offset) {
+        match eh_frame.fde_from_offset(&bases, offset.into(), |s, b, o| cies.get(s, b, o)) {
             Ok(fde) => fdes.push(FdeRef {
                 start: fde.initial_address(),
                 len: fde.len(),
@@ -91,12 +94,18 @@ pub(crate) fn collect(
             Err(_) => stats.refuse_fde(Reason::BadEntry, 0, 0),
         }
     }
-    fdes.sort_unstable_by_key(|f| (f.start, f.len));
+    if !fdes
+        .windows(2)
+        .all(|w| (w[0].start, w[0].len) <= (w[1].start, w[1].len))
+    {
+        fdes.sort_unstable_by_key(|f| (f.start, f.len));
+    }
 
     let mut walker = Walker {
         eh_frame: &eh_frame,
         bases: &bases,
         ctx: Box::new(UnwindContext::new()),
+        cies,
         flex,
         max_work,
     };
@@ -142,6 +151,52 @@ pub(crate) fn collect(
         }
     }
     pieces
+}
+
+/// Removes repeated offsets from `offsets` (of a `.eh_frame` of `len`
+/// bytes), keeping the first of each, in order: O(n) with a bitmap, where
+/// sorting by offset would lose the search table's address order.
+fn dedup(offsets: &mut Vec<usize>, len: usize) {
+    let mut seen = vec![0u64; len.div_ceil(64)];
+    offsets.retain(|&off| {
+        let Some(word) = seen.get_mut(off / 64) else {
+            return false;
+        };
+        let bit = 1u64 << (off % 64);
+        let first = *word & bit == 0;
+        *word |= bit;
+        first
+    });
+}
+
+/// The CIEs parsed so far, by offset: an object has a handful, shared by
+/// thousands of FDEs, and gimli parses an FDE's CIE again for every FDE.
+#[derive(Default)]
+struct CieCache<'a> {
+    cies: Vec<(EhFrameOffset<usize>, CommonInformationEntry<Reader<'a>>)>,
+}
+
+/// CIEs kept: real objects have one to a few; a hostile one with more
+/// gets the rest parsed each time, as before.
+const MAX_CACHED_CIES: usize = 16;
+
+impl<'a> CieCache<'a> {
+    /// The CIE at `offset`, as `EhFrame::cie_from_offset` reads it.
+    fn get(
+        &mut self,
+        section: &EhFrame<Reader<'a>>,
+        bases: &BaseAddresses,
+        offset: EhFrameOffset<usize>,
+    ) -> gimli::Result<CommonInformationEntry<Reader<'a>>> {
+        if let Some((_, cie)) = self.cies.iter().find(|(o, _)| *o == offset) {
+            return Ok(cie.clone());
+        }
+        let cie = section.cie_from_offset(bases, offset)?;
+        if self.cies.len() < MAX_CACHED_CIES {
+            self.cies.push((offset, cie.clone()));
+        }
+        Ok(cie)
+    }
 }
 
 /// The `.eh_frame` offsets of the FDEs: from the search table if there is
@@ -200,6 +255,7 @@ struct Walker<'a, 'b> {
     bases: &'b BaseAddresses,
     /// gimli's scratch space, reused for every FDE.
     ctx: Box<UnwindContext<usize>>,
+    cies: CieCache<'a>,
     flex: bool,
     max_work: u64,
 }
@@ -216,8 +272,11 @@ impl Walker<'_, '_> {
         stats: &mut Stats,
     ) -> Result<(), Reason> {
         let eh_frame = self.eh_frame;
+        let cies = &mut self.cies;
         let fde = eh_frame
-            .fde_from_offset(self.bases, fde_ref.offset.into(), EhFrame::cie_from_offset)
+            .fde_from_offset(self.bases, fde_ref.offset.into(), |s, b, o| {
+                cies.get(s, b, o)
+            })
             .map_err(|_| Reason::BadEntry)?;
         let cie = fde.cie();
         // The CIE's initial instructions run again for every FDE: charge
@@ -312,5 +371,21 @@ pub(crate) fn eh_frame_ptr(hdr: &[u8], hdr_addr: u64) -> Option<u64> {
     match parsed.eh_frame_ptr() {
         gimli::Pointer::Direct(addr) => Some(addr),
         gimli::Pointer::Indirect(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dedup_keeps_the_first_of_each_in_order() {
+        let mut offsets = vec![8, 4, 8, 130, 12, 4, 130, 200];
+        dedup(&mut offsets, 131);
+        // 200 lies beyond the section: dropped, not a panic.
+        assert_eq!(offsets, [8, 4, 130, 12]);
+        let mut none = vec![0, 0];
+        dedup(&mut none, 0);
+        assert!(none.is_empty());
     }
 }

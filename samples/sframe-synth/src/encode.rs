@@ -42,10 +42,23 @@ pub(crate) fn encode(
     base: u64,
 ) -> Result<Vec<u8>, EncodeError> {
     let v3 = version == Version::V3;
-    let mut fres = Vec::new();
-    let mut fdes = Vec::new();
-    let mut num_fres = 0u32;
     let fde_len = if v3 { V3_FDE_LEN } else { V2_FDE_LEN };
+    // Room for the usual sizes (a V3 attribute per piece, FREs of a 1- or
+    // 2-byte start, the info byte and one or two words), so that the
+    // buffers rarely grow.
+    let rows: usize = pieces.iter().map(|p| p.fres.len()).sum();
+    let mut fres = Vec::with_capacity(
+        pieces
+            .len()
+            .saturating_mul(5)
+            .saturating_add(rows.saturating_mul(5)),
+    );
+    let mut fdes = Vec::with_capacity(
+        pieces
+            .len()
+            .saturating_mul(usize::try_from(fde_len).unwrap_or(20)),
+    );
+    let mut num_fres = 0u32;
     for (index, piece) in pieces.iter().enumerate() {
         let flex = piece.needs_flex();
         if flex && !v3 {
@@ -73,7 +86,7 @@ pub(crate) fn encode(
             fres.push(rep_size);
         }
         for (off, row) in &piece.fres {
-            fres.extend_from_slice(&off.to_le_bytes()[..addr_len]);
+            put_le(&mut fres, i64::from(*off), addr_len);
             write_fre(&mut fres, row, flex);
         }
         if v3 {
@@ -202,6 +215,17 @@ fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool) {
     let count = u8::try_from(n).unwrap_or(0) & 0xf;
     out.push(sp_based | (count << 1) | (code << 5));
     for &(v, _) in used {
-        out.extend_from_slice(&v.to_le_bytes()[..size]);
+        put_le(out, v, size);
+    }
+}
+
+/// Appends the low `size` bytes (1, 2 or 4) of `v`, little endian: one
+/// store per size rather than a copy of a slice of variable length.
+fn put_le(out: &mut Vec<u8>, v: i64, size: usize) {
+    let b = v.to_le_bytes();
+    match size {
+        1 => out.push(b[0]),
+        2 => out.extend_from_slice(&[b[0], b[1]]),
+        _ => out.extend_from_slice(&[b[0], b[1], b[2], b[3]]),
     }
 }

@@ -19,6 +19,9 @@ use crate::Stats;
 /// function is cut into several FDEs.
 pub(crate) const MAX_FRES_PER_PIECE: usize = sframe::MAX_FRES_SCANNED as usize;
 
+/// FREs a new piece has room for before its vector grows.
+const FRES_RESERVED: usize = 8;
+
 /// How an SFrame FDE matches PCs to FREs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum PcKind {
@@ -128,11 +131,14 @@ impl Pieces {
             }
         }
         self.close();
+        // Most functions have a few rows: room for them at once.
+        let mut fres = Vec::with_capacity(FRES_RESERVED);
+        fres.push((0, row));
         self.open = Some(Piece {
             start,
             size,
             kind: PcKind::Inc,
-            fres: vec![(0, row)],
+            fres,
         });
         self.last = Some(row);
     }
