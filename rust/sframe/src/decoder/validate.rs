@@ -127,35 +127,40 @@ impl<'a> Section<'a> {
         check: &mut FreCheck<'_>,
     ) -> Result<usize, Error> {
         let fres = self.fres.as_slice();
+        let limit = check.limit;
+        // What the loop tests per FRE, worked out once: the most data words
+        // a row may have, and whether rows are decoded in full.
+        let (max_words, decode) = match check.rows {
+            RowCheck::Words(max) => (max, false),
+            RowCheck::Decode => (usize::MAX, true),
+            RowCheck::None => (usize::MAX, false),
+        };
+        let mut since_resched = check.since_resched;
         let mut pos = fde.fre_off;
-        let mut prev_start: Option<u32> = None;
-        for _ in 0..fde.num_fres {
-            check.since_resched = check.since_resched.saturating_add(1);
-            if check.since_resched >= RESCHED_FRES {
+        let mut prev_start: u32 = 0;
+        for i in 0..fde.num_fres {
+            since_resched = since_resched.saturating_add(1);
+            if since_resched >= RESCHED_FRES {
                 (check.resched)();
-                check.since_resched = 0;
+                since_resched = 0;
             }
             let raw = RawFre::read_at::<E, N>(fres, pos)?;
-            if prev_start.is_some_and(|p| raw.start_off <= p) {
+            if i != 0 && raw.start_off <= prev_start {
                 return Err(Error::FreStartsNotIncreasing);
             }
-            if u64::from(raw.start_off) > check.limit {
+            if u64::from(raw.start_off) > limit {
                 return Err(Error::FreStartBeyondFunction);
             }
-            match check.rows {
-                RowCheck::Words(max) => {
-                    if raw.word_count > max {
-                        return Err(Error::BadDataWordCount);
-                    }
-                }
-                RowCheck::Decode => {
-                    self.decode_row_in::<E>(fde, raw)?;
-                }
-                RowCheck::None => {}
+            if raw.word_count > max_words {
+                return Err(Error::BadDataWordCount);
             }
-            prev_start = Some(raw.start_off);
+            if decode {
+                self.decode_row_in::<E>(fde, raw)?;
+            }
+            prev_start = raw.start_off;
             pos = raw.next;
         }
+        check.since_resched = since_resched;
         Ok(pos)
     }
 }
