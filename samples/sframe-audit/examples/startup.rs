@@ -9,7 +9,7 @@
 //! validation of each section at registration) is left out.
 //!
 //! ```text
-//! cargo build --release -p sframe-audit --example startup
+//! cargo build --release -p sframe-audit --lib --example startup
 //! A=target/release/libsframe_audit.so
 //! XDG_CACHE_HOME=$(mktemp -d) target/release/examples/startup --dlopen $A   # cold
 //! valgrind --tool=callgrind --toggle-collect='startup::replay' \
@@ -18,7 +18,8 @@
 //!
 //! `--dlopen LIB` loads more objects first (the audit library itself, so
 //! that its own section is part of the work as it is under `LD_AUDIT`);
-//! `--rounds N` replays N times and reports each; the environment switches
+//! `--rounds N` replays N times and reports each, with the process's
+//! resident anonymous memory before and after; the environment switches
 //! of the library (`SFRAME_AUDIT_SYNTH`, `SFRAME_AUDIT_DEBUG`,
 //! `XDG_CACHE_HOME`) apply.
 
@@ -53,6 +54,17 @@ fn replay(sink: &Sink) -> usize {
     replay_start(sink)
 }
 
+/// The process's resident anonymous memory (kB), from `/proc/self/status`.
+fn rss_anon_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            let line = status.lines().find(|l| l.starts_with("RssAnon:"))?;
+            line.split_whitespace().nth(1)?.parse().ok()
+        })
+        .unwrap_or(0)
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let mut rounds = 1u32;
@@ -77,13 +89,16 @@ fn main() {
     }
     for round in 0..rounds {
         let sink = Sink::default();
+        let before = rss_anon_kb();
         let t = Instant::now();
         let objects = replay(&sink);
         let us = t.elapsed().as_secs_f64() * 1e6;
         println!(
-            "round {round}: {us:.0} us, {objects} objects registered, {} registrations, {} section bytes",
+            "round {round}: {us:.0} us, {objects} objects registered, {} registrations, \
+             {} section bytes, anonymous memory {before} kB before, {} kB after",
             sink.registrations.get(),
-            sink.bytes.get()
+            sink.bytes.get(),
+            rss_anon_kb()
         );
     }
 }
