@@ -383,4 +383,52 @@ mod tests {
         // Both outcomes were exercised, many times.
         assert!(ok > 1000 && errors > 1000, "{ok} valid, {errors} invalid");
     }
+
+    /// The fuzz corpus, as is and mutated: the hand-built sections of every
+    /// ABI and byte order (AArch64 without a fixed RA offset, s390x, FLEX
+    /// rows), which no toolchain fixture has, and what the fuzzer kept.
+    #[test]
+    fn agrees_on_the_fuzz_corpus() {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/fuzz/corpus/parse_validate_lookup"
+        );
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        // Per ABI (header byte 4, 1 to 4): sections found valid, invalid.
+        let mut outcomes = [[0u32; 2]; 5];
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let input = std::fs::read(entry.unwrap().path()).unwrap();
+            // The fuzz target's layout: address, PC seed, section.
+            if input.len() <= 16 {
+                continue;
+            }
+            let addr = u64::from_le_bytes(input[..8].try_into().unwrap());
+            let data = &input[16..];
+            for round in 0..64 {
+                let mut bad = data.to_vec();
+                if round != 0 {
+                    for _ in 0..1 + next() % 3 {
+                        let at = (next() % bad.len() as u64) as usize;
+                        bad[at] ^= 1 << (next() % 8);
+                    }
+                }
+                if let Some(result) = same(&bad, addr) {
+                    let abi = usize::from(bad[4]).min(4);
+                    outcomes[abi][usize::from(result.is_err())] += 1;
+                }
+            }
+        }
+        for (abi, [ok, errors]) in outcomes.iter().enumerate().skip(1) {
+            assert!(
+                *ok > 20 && *errors > 100,
+                "ABI {abi}: {ok} valid, {errors} invalid"
+            );
+        }
+    }
 }
