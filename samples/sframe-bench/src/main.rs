@@ -109,7 +109,8 @@ fn main() -> Result<()> {
         .text_range()
         .map_err(|e| anyhow!("sframe: {e}"))?
         .ok_or_else(|| anyhow!("no FDEs"))?;
-    // The lookup index, built once as the module does at registration.
+    // The lookup index, built once, as the module is meant to at
+    // registration (it does not build one yet).
     let mut words = vec![0u32; section.index_words().map_err(|e| anyhow!("index: {e}"))?];
     section
         .build_index(&mut words, &mut || {})
@@ -228,8 +229,9 @@ fn main() -> Result<()> {
         );
     }
 
-    // What the kernel keeps per registered section: the validated copy,
-    // searched in place, its lookup index, plus the section descriptor.
+    // What the kernel keeps per registered section once it indexes them:
+    // the validated copy, searched in place, its lookup index, plus the
+    // section descriptor.
     let descriptor = std::mem::size_of::<sframe::Section<'_>>();
     let index = words.len() * 4;
     let held = sections.sframe.len() + index + descriptor;
