@@ -35,6 +35,10 @@ as() {
 	shift
 	setpriv --reuid="$u" --regid="$u" --clear-groups -- "$@"
 }
+# $(as_cmd UID) CMD... &: the same in the background, where $! must be
+# CMD's pid (a function run with & is a subshell of its own: $! would be
+# root's subshell, and killing it would leave CMD running).
+as_cmd() { echo "setpriv --reuid=$1 --regid=$1 --clear-groups --"; }
 
 # wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS seconds.
 wait_for() {
@@ -101,9 +105,9 @@ check_show "STATS: user nobody reads nothing of root's registration and sampling
 shared_private() {
 	local a b out rc=0
 	"$UCTL" set 4 0 >/dev/null || return 1
-	as 1000 "$L" spin 60 &
+	$(as_cmd 1000) "$L" spin 60 &
 	a=$!
-	as 1001 "$L" spin 60 &
+	$(as_cmd 1001) "$L" spin 60 &
 	b=$!
 	sleep 0.5
 	"$CTL" register --pid "$a" --no-synth >/dev/null &&
@@ -207,6 +211,8 @@ rmdir "$CG/sframe-subuid" "$CG/sframe-other" 2>/dev/null
 # daemon then got ENOSPC for every process.
 export SFRAME_RUN_DIR=$D/run XDG_CACHE_HOME=$D/cache
 DPID=
+# Whatever happens to this script, its daemon does not outlive it.
+trap '[ -z "$DPID" ] || kill -TERM "$DPID" 2>/dev/null' EXIT
 start_daemon() {
 	"$CTL" daemon --cache-mb 16 -v >/dev/null 2>"$D/daemon.log" &
 	DPID=$!
@@ -224,11 +230,11 @@ start_daemon || rc=$?
 check "daemon starts and scans every process" test $rc = 0
 daemon_forks() {
 	local p q rc=0
-	as 1000 "$H" fork-hold "$PROGS" 16 >"$D/hold.out" 2>&1 &
+	$(as_cmd 1000) "$H" fork-hold "$PROGS" 16 >"$D/hold.out" 2>&1 &
 	p=$!
 	wait_for 240 grep -q '^holding' "$D/hold.out" || rc=1
 	cat "$D/hold.out"
-	as 1001 sleep 600 &
+	$(as_cmd 1001) sleep 600 &
 	q=$!
 	if wait_for 30 registered "$q" 'libc.so.6$'; then
 		echo "user 1001's new process: registered"
@@ -236,7 +242,12 @@ daemon_forks() {
 		echo "user 1001's new process: not registered after 30 s"
 		rc=1
 	fi
-	grep -i -E 'space|limit|refus' "$D/daemon.log" | tail -3
+	if [ "$rc" != 0 ]; then
+		"$CTL" status 2>&1 | tail -12
+		tail -15 "$D/daemon.log"
+	else
+		grep -i -E 'space|limit|refus' "$D/daemon.log" | tail -3
+	fi
 	kill "$q" "$p"
 	wait "$q" "$p" 2>/dev/null
 	return $rc
@@ -263,12 +274,12 @@ check_show "a program with a 16 MiB .sframe and 4 executable segments" \
 	"$H" mkelf "$big" 4 20480 $((16 << 20))
 latency() {
 	local holder loops=() i rc=0
-	as 1000 "$big" hold &
+	$(as_cmd 1000) "$big" hold &
 	holder=$!
 	wait_for 120 sh -c "'$CTL' list --pid $holder | grep -q ': 4 sections'" ||
 		{ echo "the program was not registered 4 times"; rc=1; }
 	for i in 1 2 3 4 5 6 7 8; do
-		as 1000 sh -c "while :; do '$big'; done" &
+		$(as_cmd 1000) sh -c "while :; do '$big'; done" &
 		loops+=($!)
 	done
 	sleep 2

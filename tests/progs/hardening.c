@@ -521,7 +521,7 @@ static int case_subuid_fill(uid_t owner, unsigned int base, unsigned int count, 
 		}
 		_exit(0);
 	}
-	close(rep[1]);
+	/* rep[1] stays open here for the other user's child, forked below. */
 	close(hold[0]);
 	for (unsigned int i = 0; i < count; i++) {
 		check(get(rep[0], &f, sizeof(f)), "a process of the namespace did not report");
@@ -540,6 +540,7 @@ static int case_subuid_fill(uid_t owner, unsigned int base, unsigned int count, 
 		put(rep[1], &f, sizeof(f));
 		_exit(0);
 	}
+	close(rep[1]);
 	check(get(rep[0], &o, sizeof(o)), "the other user did not report");
 	close(hold[1]);
 	while (wait(&status) > 0)
