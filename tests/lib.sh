@@ -146,3 +146,13 @@ reload_while_churning() {
 	wait "$pid" 2>/dev/null
 	return $rc
 }
+
+# wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS seconds.
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ $SECONDS -lt $end ] || return 1
+		sleep 0.2
+	done
+}

@@ -40,16 +40,6 @@ as() {
 # root's subshell, and killing it would leave CMD running).
 as_cmd() { echo "setpriv --reuid=$1 --regid=$1 --clear-groups --"; }
 
-# wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS seconds.
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
-
 # figure NAME FILE: the value of a "NAME VALUE" line of FILE.
 figure() { awk -v k="$1" '$1 == k { print $2 }' "$2"; }
 

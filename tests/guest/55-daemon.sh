@@ -43,17 +43,6 @@ record() {
 	record_into "$D" "$config" "$script" "$freq" -a -k CLOCK_MONOTONIC "$@"
 }
 
-
-# wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS seconds.
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ $SECONDS -lt $end ] || return 1
-		sleep 0.2
-	done
-}
-
 DPID=
 # start_daemon LOG [OPTIONS...]: runs the daemon in the background (in
 # this shell, not in a check's subshell, which would wait for it) and
