@@ -16,6 +16,8 @@
 use super::{
     counters::Failure,
     counters::FAIL_MEM,
+    section::Section,
+    state::MmState,
     Registry,
     Writer, //
 };
@@ -75,6 +77,17 @@ impl Writer<'_> {
         if same {
             let _ = self.users.erase(self.t, owner.id as usize);
         }
+    }
+
+    /// Gives back what `s`, just taken out of `state`, held: its counts
+    /// against its holder, its use of its copy; forgets the holder's and the
+    /// copy owner's accounts if they hold nothing any more (the holder is
+    /// not the copy's owner when a section was inherited or registered by
+    /// another process, as the daemon does).
+    pub(super) fn drop_section(&mut self, state: &MmState, s: &Section) {
+        state.release(s);
+        self.put_copy(&s.copy);
+        self.forget_if_idle(&s.holder);
     }
 
     /// Account `id`, created if the user holds nothing yet.

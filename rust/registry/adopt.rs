@@ -181,10 +181,16 @@ impl Writer<'_> {
                 w.put_copy(&c);
             }
         };
-        let (Ok(holder), Ok((state, indexed))) =
-            (self.account(current_account()), self.state_of(mm))
-        else {
+        let holder = match self.account(current_account()) {
+            Ok(holder) => holder,
+            Err(_) => {
+                unused(self, &mut revived);
+                return n;
+            }
+        };
+        let Ok((state, indexed)) = self.state_of(mm) else {
             unused(self, &mut revived);
+            self.forget_if_idle(&holder);
             return n;
         };
         let (mut added, mut dropped) = (0u32, 0u32);
@@ -217,6 +223,8 @@ impl Writer<'_> {
             resched();
         }
         unused(self, &mut revived);
+        // Nothing adopted: the child's account, if made for this, goes.
+        self.forget_if_idle(&holder);
         if !indexed && added > 0 && !self.publish_set(&state, kept) {
             return n;
         }
@@ -298,6 +306,7 @@ impl Writer<'_> {
         for s in sections {
             state.unadmit(s);
             self.put_copy(&s.copy);
+            self.forget_if_idle(&s.holder);
         }
     }
 

@@ -162,8 +162,7 @@ impl Writer<'_> {
                 match state.sections.erase(self.t, start) {
                     Ok(Some(s)) => {
                         let _ = state.handles.erase(self.t, handle as usize);
-                        state.release(&s);
-                        self.put_copy(&s.copy);
+                        self.drop_section(state, &s);
                     }
                     Ok(None) => {}
                     Err(_) => {
@@ -180,8 +179,7 @@ impl Writer<'_> {
     pub(super) fn drain(&mut self, state: &MmState) {
         let t = self.t;
         state.take_all(t, |s| {
-            state.release(s);
-            self.put_copy(&s.copy);
+            self.drop_section(state, s);
             resched();
         });
         state.retired.store(0, Ordering::Relaxed);

@@ -59,8 +59,7 @@ impl Registry {
             }
         };
         let _ = state.handles.erase(w.t, s.handle as usize);
-        state.release(&s);
-        w.put_copy(&s.copy);
+        w.drop_section(&state, &s);
         w.forget(&state);
         drop(w);
         drop(s);
