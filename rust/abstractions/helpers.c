@@ -4,6 +4,7 @@
  * call.  Each is a one-line forward; the Rust side documents the rules.
  */
 #include <linux/delay.h>
+#include <linux/module.h>
 #include <linux/ratelimit.h>
 #include <linux/rcupdate.h>
 #include <linux/sched.h>
@@ -136,8 +137,19 @@ long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf
 	unsigned long done = 0;
 	long ret = 0;
 
-	if (mmap_read_lock_killable(mm))
+	/*
+	 * FOLL_NOWAIT does not keep every file system from reading in the
+	 * caller: FUSE without async reads does its readahead synchronously,
+	 * and waits for a server that may never answer.  The module is pinned
+	 * while this runs, so that rmmod is refused at once (EWOULDBLOCK)
+	 * instead of waiting for that read; -ESHUTDOWN if unload has begun.
+	 */
+	if (!try_module_get(THIS_MODULE))
+		return -ESHUTDOWN;
+	if (mmap_read_lock_killable(mm)) {
+		module_put(THIS_MODULE);
 		return -EINTR;
+	}
 	while (done < len) {
 		unsigned long at = addr + done;
 		unsigned long off = offset_in_page(at);
@@ -155,6 +167,7 @@ long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf
 		done += n;
 	}
 	mmap_read_unlock(mm);
+	module_put(THIS_MODULE);
 	return ret ? ret : (long)done;
 }
 

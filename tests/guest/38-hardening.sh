@@ -254,10 +254,12 @@ unset SFRAME_RUN_DIR XDG_CACHE_HOME
 # exec registers the section 4 times.  User 1000 keeps one running (its
 # copy stays) and execs it in 8 loops; meanwhile user 1001 registers,
 # lists and unregisters a small section of its own for LAT_SECONDS.  Its
-# 99th percentile latency must stay under LAT_P99_MS.  Under TCG on 2 cores
-# (2026-12-04): ... (see Documentation/testing.rst).
+# 99th percentile latency must stay under LAT_P99_MS.  Under TCG, beside
+# another guest on 2 cores (2026-12-04): p99 43 ms; 247 ms with the module
+# as it was when issue 23 was filed (one mutex held across the
+# comparisons).
 LAT_SECONDS=20
-LAT_P99_MS=250
+LAT_P99_MS=150
 check "insmod" reload
 big=$D/big-sframe
 check_show "a program with a 16 MiB .sframe and 4 executable segments" \
@@ -287,12 +289,13 @@ check_show "another user's register, list, unregister: p99 under $LAT_P99_MS ms 
 # A program whose .sframe lies 8 MiB into its file, served by a FUSE
 # server that answers no read beyond 4 MiB: the exec reads the headers,
 # then the module's exec registration faults on the .sframe and waits.
-# rmmod must finish within 10 s all the same.  The module waited for every
-# pending exec work, without bound.  Afterwards the server is killed
-# (which aborts the connection: the waiting read fails), whatever the
-# outcome, so the guest goes on.
+# rmmod must end within 10 s all the same: unload, or be refused as "in
+# use" (FUSE without async reads reads in the caller even for FOLL_NOWAIT,
+# and the read pins the module); once the server is killed (which aborts
+# the connection: the waiting read fails), it must unload within 10 s.
+# The module waited for every pending exec work, without bound.
 fuse_rmmod() {
-	local mnt=$D/fuse srv prog rm i rc=0
+	local mnt=$D/fuse srv prog rm rm_rc=0 rc=0
 	"$H" mkelf "$D/stall" 1 $((8 << 20)) 65536 >/dev/null || return 1
 	mkdir -p "$mnt"
 	"$PROGS/fuse-stall" "$mnt" "$D/stall" $((4 << 20)) >"$D/fuse.log" 2>&1 &
@@ -305,25 +308,50 @@ fuse_rmmod() {
 	else
 		echo "no read of the .sframe waits on the server"
 	fi
-	rmmod sframe_unwind &
-	rm=$!
-	for i in $(seq 100); do
-		kill -0 "$rm" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$rm" 2>/dev/null; then
-		echo "rmmod still waiting after 10 s"
-		rc=1
-	elif wait "$rm"; then
-		echo "rmmod done in under 10 s"
+	# rmmod_within SECONDS: rmmod ends (unloads, or is refused) in time;
+	# its exit status is left in $rm_rc.
+	rmmod_within() {
+		local i
+		rmmod sframe_unwind 2>"$D/rmmod.err" &
+		rm=$!
+		for i in $(seq $(($1 * 10))); do
+			kill -0 "$rm" 2>/dev/null || break
+			sleep 0.1
+		done
+		if kill -0 "$rm" 2>/dev/null; then
+			echo "rmmod still waiting after $1 s"
+			return 1
+		fi
+		rm_rc=0
+		wait "$rm" || rm_rc=$?
+	}
+	# While the read waits: rmmod unloads, or is refused as in use (the
+	# read pins the module), in under 10 s either way.
+	if rmmod_within 10; then
+		if [ "$rm_rc" = 0 ]; then
+			echo "rmmod unloaded the module in under 10 s"
+		elif grep -q "in use" "$D/rmmod.err"; then
+			echo "rmmod refused at once: $(cat "$D/rmmod.err")"
+		else
+			echo "rmmod failed otherwise: $(cat "$D/rmmod.err")"
+			rc=1
+		fi
 	else
-		echo "rmmod failed"
 		rc=1
 	fi
-	# The server goes: the connection is aborted, the read fails.
+	# The server goes: the connection is aborted, the read fails, and the
+	# module (if still loaded) unloads in under 10 s.
 	kill -KILL "$srv"
 	wait "$srv" 2>/dev/null
-	if [ "$rc" != 0 ]; then
+	if [ "$rc" = 0 ] && [ "$rm_rc" != 0 ]; then
+		if rmmod_within 10 && [ "$rm_rc" = 0 ]; then
+			echo "rmmod unloaded the module once the server was killed"
+		else
+			echo "rmmod did not unload the module once the server was killed: $(cat "$D/rmmod.err")"
+			rc=1
+		fi
+	fi
+	if [ "$rc" != 0 ] && kill -0 "$rm" 2>/dev/null; then
 		wait_for 60 sh -c "! kill -0 $rm 2>/dev/null" &&
 			echo "rmmod done once the server was killed" ||
 			echo "rmmod still waiting 60 s after the server was killed"
@@ -335,5 +363,5 @@ fuse_rmmod() {
 	return $rc
 }
 check "insmod" reload
-check_show "rmmod within 10 s while an exec's registration waits on a stalled FUSE server" fuse_rmmod
+check_show "rmmod ends within 10 s while an exec's registration waits on a stalled FUSE server, and unloads once it is gone" fuse_rmmod
 check "the module loads again" load_module
