@@ -124,32 +124,37 @@ void sframe_msleep(unsigned int ms)
 }
 
 /*
+ * Whether reads of @vma's file are served by a process (FUSE, fusermount
+ * being set-user-ID): such a server can stop answering, and FUSE without
+ * async reads does even its readahead in the caller, FOLL_NOWAIT or not.
+ */
+static bool sframe_user_served(struct vm_area_struct *vma)
+{
+	return vma && vma->vm_file &&
+	       !strncmp(file_inode(vma->vm_file)->i_sb->s_type->name, "fuse", 4);
+}
+
+/*
  * Reads @len bytes at @addr of @mm into @buf without waiting for I/O
  * (rust/abstractions/nowait_mem.rs): a page that must be read from its file
  * has its read started (FOLL_NOWAIT) and -EAGAIN is returned, so that the
  * caller can wait in a way it can abandon.  -EFAULT where nothing is
  * mapped readable, -EINTR if a fatal signal came while waiting for the
- * mmap_lock; otherwise @len.
+ * mmap_lock, -ESHUTDOWN if the module is being unloaded; otherwise @len.
+ *
+ * A page of a file that a process serves (sframe_user_served()) may still
+ * be read here, waiting for that process: the module is pinned meanwhile,
+ * so that rmmod is refused at once ("in use") instead of waiting for it.
  */
 long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf,
 			     unsigned long len)
 {
 	unsigned long done = 0;
+	bool pinned = false;
 	long ret = 0;
 
-	/*
-	 * FOLL_NOWAIT does not keep every file system from reading in the
-	 * caller: FUSE without async reads does its readahead synchronously,
-	 * and waits for a server that may never answer.  The module is pinned
-	 * while this runs, so that rmmod is refused at once (EWOULDBLOCK)
-	 * instead of waiting for that read; -ESHUTDOWN if unload has begun.
-	 */
-	if (!try_module_get(THIS_MODULE))
-		return -ESHUTDOWN;
-	if (mmap_read_lock_killable(mm)) {
-		module_put(THIS_MODULE);
+	if (mmap_read_lock_killable(mm))
 		return -EINTR;
-	}
 	while (done < len) {
 		unsigned long at = addr + done;
 		unsigned long off = offset_in_page(at);
@@ -157,6 +162,13 @@ long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf
 		struct page *page;
 		long got;
 
+		if (!pinned && sframe_user_served(vma_lookup(mm, at))) {
+			if (!try_module_get(THIS_MODULE)) {
+				ret = -ESHUTDOWN;
+				break;
+			}
+			pinned = true;
+		}
 		got = get_user_pages_remote(mm, at, 1, FOLL_NOWAIT, &page, NULL);
 		if (got != 1) {
 			ret = (got == 0 || got == -EBUSY || got == -EAGAIN) ? -EAGAIN : -EFAULT;
@@ -167,7 +179,8 @@ long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf
 		done += n;
 	}
 	mmap_read_unlock(mm);
-	module_put(THIS_MODULE);
+	if (pinned)
+		module_put(THIS_MODULE);
 	return ret ? ret : (long)done;
 }
 

@@ -12,10 +12,11 @@
 //! calls [`abandon_waits`].  A task blocked in a page fault would be in
 //! module code that unload cannot wait out (a FUSE server that stopped
 //! answering, a hung NFS mount); one polling here leaves it within a few
-//! milliseconds.  Some file systems still read in the caller even so (FUSE
-//! without async reads does its readahead synchronously): the module is
-//! pinned for the length of each try, so that rmmod meanwhile is refused
-//! at once ("in use") rather than left waiting for user space.
+//! milliseconds.  FUSE still reads in the caller even so (without async
+//! reads its readahead is synchronous), waiting for a server that user
+//! space runs: a try that touches a FUSE file pins the module, so that
+//! rmmod meanwhile is refused at once ("in use") rather than left waiting
+//! for that server.
 
 use super::{
     ffi,
