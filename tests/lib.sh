@@ -120,7 +120,7 @@ record_into() {
 daemon_workload() {
 	local file=$1 secs=$2 scale=$3
 	head -c $((2500000 * scale)) /dev/urandom >"$file.gzip.in"
-	head -c $((120000 * scale)) /dev/urandom >"$file.od.in"
+	head -c $((200000 * scale)) /dev/urandom >"$file.od.in"
 	cat >"$file" <<SH
 '$PROGS/sframe-workload' $secs >/dev/null
 '$PROGS/dlwork' '$PROGS/libsfwork.so' cycle:3 open work:$secs close >/dev/null
