@@ -31,11 +31,15 @@ use crate::{
     abstractions::{
         arc_list::ArcList,
         compat::rcu,
-        ratelimit::pr_warn_ratelimited, //
+        ratelimit::pr_warn_ratelimited,
+        sched::msleep, //
     },
     lifecycle,
 };
-use core::sync::atomic::Ordering;
+use core::sync::atomic::{
+    AtomicUsize,
+    Ordering, //
+};
 use kernel::{
     bindings,
     mm::Mm,
@@ -86,8 +90,18 @@ pub(crate) fn unmapped(
 pub(crate) fn maintain() {
     if let Some(reg) = get() {
         reg.maintain(usize::MAX);
+        // A pass that took its states before this one (the work's, a
+        // registration's) may still be handling them, one lock at a time:
+        // wait for it, so that an exit just before counts as done.
+        while PASSES.load(Ordering::Acquire) != 0 {
+            msleep(1);
+        }
     }
 }
+
+/// The maintenance passes under way: states taken from [`MAINTENANCE`] and
+/// not all handled yet.
+static PASSES: AtomicUsize = AtomicUsize::new(0);
 
 /// The teardown probe: `mm` has been torn down (`exit_mmap()`, preemption
 /// off).  Its sections are released at once; its state is forgotten by the
@@ -113,6 +127,7 @@ impl Registry {
     pub(super) fn maintain(&self, limit: usize) {
         let mut done = 0usize;
         let mut left = false;
+        PASSES.fetch_add(1, Ordering::AcqRel);
         for state in MAINTENANCE.take_all() {
             if done >= limit {
                 MAINTENANCE.push(&state);
@@ -123,6 +138,7 @@ impl Registry {
             done += 1;
             resched();
         }
+        PASSES.fetch_sub(1, Ordering::AcqRel);
         if left {
             lifecycle::schedule_maintenance();
         }

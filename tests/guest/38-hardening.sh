@@ -124,12 +124,14 @@ check "exec and fork registration on" sh -c "'$UCTL' set 12 12 >/dev/null"
 # A parent registers FORK_SECTIONS one-byte ranges (one shared copy) and
 # forks FORK_CHILDREN children one after another; each unregisters all it
 # inherited and sleeps.  Compared with the same children of a parent with
-# one section, each child may pin 16 KiB more at most: of kernel memory not
+# one section, each child may pin 64 KiB more at most: of kernel memory not
 # charged to their memory cgroup, and in the second half of them (once a
 # user limit of twice the parent's sections is reached) at all.  The
 # module kept each child's snapshot, 4096 sections of 48 bytes, a 256 KiB
 # GFP_ATOMIC allocation, whole after the child unregistered: not charged,
-# and bounded by the number of processes only.
+# and bounded by the number of processes only: 261 KiB a child then, and
+# 277 KiB past the limit.  The bound leaves room for the slab's noise:
+# from -14 to 23 KiB a child in runs of the fixed module.
 FORK_SECTIONS=4096
 FORK_CHILDREN=32
 check "insmod max_sections_per_user=$((2 * FORK_SECTIONS + 64))" \
@@ -142,12 +144,12 @@ fork_pin() {
 fork_rc=0
 fork_pin || fork_rc=$?
 # fork_within FIGURE: the run succeeded, and FIGURE (KiB per child) is at
-# most 16; the run's figures in any case.
+# most 64; the run's figures in any case.
 fork_within() {
 	local v
 	grep -v -E '^[a-z_]+ -?[0-9]+$' "$D/fork.out"
 	v=$(figure "$1" "$D/fork.out")
-	[ "$fork_rc" = 0 ] && [ -n "$v" ] && [ "$v" -le 16 ]
+	[ "$fork_rc" = 0 ] && [ -n "$v" ] && [ "$v" -le 64 ]
 }
 check_show "fork: $FORK_CHILDREN children that unregister $FORK_SECTIONS inherited sections pin nothing outside their memory cgroup" \
 	fork_within uncharged_per_child_kib
