@@ -149,13 +149,28 @@ impl Registry {
             return Ok(c);
         }
         let info = validate(&bytes, sframe_addr)?;
-        // The same bytes may have come meanwhile: share them if so.  (Two
-        // that race past this both make a copy; the second is not in the
-        // table, so not shared, and nothing else changes.)
-        if let Some(c) = self.shared_copy(key, owner, &bytes) {
-            return Ok(c);
+        // The same bytes may have come meanwhile (a registration racing
+        // this one): share them.  A copy of the owner's that entered the
+        // table under `key` after the comparison is compared in turn,
+        // outside the lock; a different one there (a collision of keys)
+        // leaves this copy out of the table, unshared.
+        let mut tries = 0;
+        loop {
+            if let Some(c) = self.shared_copy(key, owner, &bytes) {
+                return Ok(c);
+            }
+            let mut w = self.writer();
+            let taken = {
+                let guard = rcu::Guard::new();
+                w.copies
+                    .load(key, &guard)
+                    .is_some_and(|c| c.owner.id == owner && c.users.load(Ordering::Relaxed) != 0)
+            };
+            tries += 1;
+            if !taken || tries > 2 {
+                return w.new_copy(bytes, key, owner, info);
+            }
         }
-        self.writer().new_copy(bytes, key, owner, info)
     }
 
     /// Account `owner`'s copy of `bytes` at `key` in the table, its use
