@@ -197,6 +197,7 @@ mod perf_tests {
                 pc: 0x40_0000,
                 sp: base,
                 fp: 0,
+                lr: 0,
             };
             let mut mem = Stack {
                 base,
@@ -263,6 +264,7 @@ mod perf_tests {
             pc: tramp,
             sp: base,
             fp: 0,
+            lr: 0,
         };
         let limits = WalkLimits::sample(127, 64 << 20);
         let mut signals = 0u32;
@@ -310,6 +312,7 @@ mod perf_tests {
             pc: 0x40_0000,
             sp: base,
             fp: 0,
+            lr: 0,
         };
         let limits = WalkLimits::sample(127, 64 << 20);
         let walked = walk_amd64_metered(regs, &limits, &mut Costly, &mut mem, &mut |_, _| true);

@@ -86,6 +86,7 @@ pub(crate) fn start_regs(regs: &UserRegs) -> Regs {
         pc: regs.ip,
         sp: regs.sp,
         fp: regs.bp,
+        lr: 0,
     }
 }
 

@@ -10,7 +10,8 @@ use common::hostile::{deep_chain, sigreturn_chain, SectionRows};
 use common::{harness, sample_fdes, SectionB};
 use proptest::prelude::*;
 use sframe::unwind::{
-    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Memory, Regs, WalkLimits,
+    step_aarch64, step_amd64, walk_aarch64, walk_aarch64_metered, walk_amd64, walk_amd64_metered,
+    FrameSource, Lookup, Memory, Regs, WalkLimits,
 };
 use sframe::{CfaRule, Reg, RegRule, Row, Section};
 
@@ -157,7 +158,7 @@ proptest! {
     #[test]
     fn step_moves_the_stack_up(row in row(), pc: u64, sp in prop_oneof![any::<u64>(), 0x1000u64..0x2000],
                                fp in prop_oneof![any::<u64>(), 0x1000u64..0x2000], seed: u64, small: bool) {
-        let regs = Regs { pc, sp, fp };
+        let regs = Regs { pc, sp, fp, lr: 0 };
         let mut mem = HashMem { seed, small, reads: 0 };
         if let Ok(next) = step_amd64(&row, &regs, &mut mem) {
             prop_assert!(next.sp > regs.sp);
@@ -166,20 +167,42 @@ proptest! {
     }
 
     #[test]
+    fn aarch64_step_moves_the_stack_up(row in row(), pc: u64, sp in prop_oneof![any::<u64>(), 0x1000u64..0x2000],
+                                       fp in prop_oneof![any::<u64>(), 0x1000u64..0x2000], lr: u64,
+                                       topmost: bool, seed: u64, small: bool) {
+        // Only a topmost frame, whose return address is in the link
+        // register, may leave the SP where it is.
+        let regs = Regs { pc, sp, fp, lr };
+        let mut mem = HashMem { seed, small, reads: 0 };
+        if let Ok(next) = step_aarch64(&row, &regs, topmost, &mut mem) {
+            let in_lr = matches!(row.ra, RegRule::Unchanged | RegRule::InReg(Reg::Dwarf(30)));
+            prop_assert!(next.sp > regs.sp || (topmost && in_lr && next.sp == regs.sp));
+            prop_assert_eq!(next.sp % 16, 0);
+        }
+    }
+
+    #[test]
     fn walk_ends_within_max_frames(rows in prop::collection::vec(row(), 0..8), seed: u64, small: bool,
                                    pc: u64, sp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
                                    fp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
-                                   max_frames in 0u32..200, max_span in prop_oneof![any::<u64>(), 0u64..65536]) {
+                                   max_frames in 0u32..200, max_span in prop_oneof![any::<u64>(), 0u64..65536],
+                                   lr: u64, aarch64: bool) {
         let mut lookup = HashLookup { seed, rows, questions: 0 };
         let mut mem = HashMem { seed, small, reads: 0 };
         let limits = WalkLimits::unbudgeted(max_frames, max_span);
         let mut emitted = 0u32;
         let mut last_sp_ok = true;
-        let _stop = walk_amd64(Regs { pc, sp, fp }, &limits, &mut lookup, &mut mem, &mut |_, _| {
+        let mut emit = |_, _| {
             emitted += 1;
             last_sp_ok &= emitted <= max_frames;
             true
-        });
+        };
+        let regs = Regs { pc, sp, fp, lr };
+        let _stop = if aarch64 {
+            walk_aarch64(regs, &limits, &mut lookup, &mut mem, &mut emit)
+        } else {
+            walk_amd64(regs, &limits, &mut lookup, &mut mem, &mut emit)
+        };
         prop_assert!(emitted <= max_frames);
         prop_assert!(last_sp_ok);
     }
@@ -189,7 +212,7 @@ proptest! {
                                           pc: u64, sp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
                                           fp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
                                           max_frames in 0u32..200, max_work in prop_oneof![0u32..64, 0u32..4000],
-                                          max_signal_frames in 0u32..10) {
+                                          max_signal_frames in 0u32..10, lr: u64, aarch64: bool) {
         // Every read and every question is counted where it is answered:
         // the walk's own account must match it and stay within budget.
         let mut lookup = HashLookup { seed, rows, questions: 0 };
@@ -200,10 +223,16 @@ proptest! {
             ..WalkLimits::unbudgeted(max_frames, 1 << 20)
         };
         let mut signals = 0u32;
-        let walked = walk_amd64_metered(Regs { pc, sp, fp }, &limits, &mut lookup, &mut mem, &mut |_, src| {
+        let mut emit = |_, src| {
             signals += u32::from(src == FrameSource::SignalFrame);
             true
-        });
+        };
+        let regs = Regs { pc, sp, fp, lr };
+        let walked = if aarch64 {
+            walk_aarch64_metered(regs, &limits, &mut lookup, &mut mem, &mut emit)
+        } else {
+            walk_amd64_metered(regs, &limits, &mut lookup, &mut mem, &mut emit)
+        };
         prop_assert_eq!(mem.reads + lookup.questions, u64::from(walked.work));
         prop_assert!(walked.work <= max_work);
         prop_assert!(walked.frames <= max_frames);
@@ -232,7 +261,7 @@ proptest! {
             Some(h) => (h.parse(), h.start),
             None => (
                 Section::parse(&data, 0x400000).unwrap(),
-                Regs { pc: 0x401000 + seed % 0x1100, sp: 0x10000 + (seed >> 32) % 0x1000, fp: seed >> 40 },
+                Regs { pc: 0x401000 + seed % 0x1100, sp: 0x10000 + (seed >> 32) % 0x1000, fp: seed >> 40, lr: 0 },
             ),
         };
         let mut lookup = SectionRows(section);

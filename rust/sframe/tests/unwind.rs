@@ -4,56 +4,14 @@
 
 mod common;
 
-use std::collections::BTreeMap;
-
 use common::hostile::{deep_chain, sigreturn_chain, Hostile, SectionRows};
+use common::stack::{Mem, SecLookup};
 use common::{ctl, FdeB, FreB, SectionB};
 use sframe::unwind::{
-    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Memory, Regs, Stop,
-    WalkLimits, Walked, ENTRY_ROW, RT_SIGRETURN_INSNS, SAMPLE_MAX_FRES, SAMPLE_MAX_WORK,
+    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Regs, Stop, WalkLimits,
+    Walked, ENTRY_ROW, RT_SIGRETURN_INSNS, SAMPLE_MAX_FRES, SAMPLE_MAX_WORK,
 };
 use sframe::{CfaRule, Reg, RegRule, Row, Section};
-
-/// Sparse little-endian memory.
-#[derive(Default)]
-struct Mem(BTreeMap<u64, u8>);
-
-impl Mem {
-    fn put64(&mut self, addr: u64, v: u64) {
-        for (i, b) in v.to_le_bytes().iter().enumerate() {
-            self.0.insert(addr + i as u64, *b);
-        }
-    }
-    fn put(&mut self, addr: u64, bytes: &[u8]) {
-        for (i, b) in bytes.iter().enumerate() {
-            self.0.insert(addr + i as u64, *b);
-        }
-    }
-}
-
-impl Memory for Mem {
-    fn read_u64(&mut self, addr: u64) -> Option<u64> {
-        let mut b = [0u8; 8];
-        self.read(addr, &mut b).then(|| u64::from_le_bytes(b))
-    }
-    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
-        for (i, out) in buf.iter_mut().enumerate() {
-            match addr.checked_add(i as u64).and_then(|a| self.0.get(&a)) {
-                Some(b) => *out = *b,
-                None => return false,
-            }
-        }
-        true
-    }
-}
-
-struct SecLookup<'a>(Section<'a>);
-
-impl Lookup for SecLookup<'_> {
-    fn row(&mut self, pc: u64) -> Option<Row> {
-        self.0.find_row(pc).ok().flatten()
-    }
-}
 
 const LIMITS: WalkLimits = WalkLimits::unbudgeted(64, 1 << 20);
 
@@ -113,6 +71,7 @@ fn walks_covered_frames_to_the_outermost_row() {
             pc: 0x1210,
             sp: sp_b,
             fp: fp_b,
+            lr: 0,
         },
         &mut lookup,
         &mut mem,
@@ -153,6 +112,7 @@ fn caller_lookup_uses_ra_minus_one() {
             pc: 0x5000,
             sp: 0x7000,
             fp: 0,
+            lr: 0,
         },
         &mut lookup,
         &mut mem,
@@ -185,6 +145,7 @@ fn frame_pointer_fallback_for_uncovered_code() {
             pc: 0x9010,
             sp: 0x6ef0,
             fp: 0x6f00,
+            lr: 0,
         },
         &mut lookup,
         &mut mem,
@@ -218,6 +179,7 @@ fn implausible_frame_pointers_stop() {
                 pc: 0x9010,
                 sp: 0x6ef0,
                 fp,
+                lr: 0,
             },
             &mut lookup,
             &mut mem,
@@ -235,6 +197,7 @@ fn implausible_frame_pointers_stop() {
             pc: 0x9010,
             sp: 0x6ef0,
             fp: 0x6f00 + (2 << 20),
+            lr: 0,
         },
         &mut lookup,
         &mut mem,
@@ -266,6 +229,7 @@ fn frame_pointer_return_address_must_be_text() {
             pc: 0x9010,
             sp: 0x6ef0,
             fp: 0x6f00,
+            lr: 0,
         },
         &mut lookup,
         &mut mem,
@@ -296,6 +260,7 @@ fn return_address_beyond_the_user_end_stops_the_walk() {
         pc: 0x1210,
         sp: 0x6f00,
         fp: 0x6f40,
+        lr: 0,
     };
     let mut lookup = UserEnd(SecLookup(Section::parse(&data, 0x8000).unwrap()), 0x1121);
     let (frames, stop) = walk(regs, &mut lookup, &mut mem, &LIMITS);
@@ -332,6 +297,7 @@ fn signal_frame_on_an_alternate_stack() {
             pc: 0x1110,
             sp: alt_sp,
             fp: 0,
+            lr: 0,
         },
         &mut lookup,
         &mut mem,
@@ -369,6 +335,7 @@ fn limits_and_consumer() {
         pc: 0x9000,
         sp: 0x10_0000,
         fp: 0x10_0000,
+        lr: 0,
     };
     let limits = WalkLimits::unbudgeted(10, 1 << 20);
     let (frames, stop) = walk(regs, &mut NoRows, &mut mem, &limits);
@@ -410,13 +377,15 @@ fn step_rules() {
         pc: 1,
         sp: 0x1000,
         fp: 0x2000,
+        lr: 0,
     };
     assert_eq!(
         step_amd64(&ENTRY_ROW, &regs, &mut mem),
         Ok(Regs {
             pc: 0x4444,
             sp: 0x1008,
-            fp: 0x2000
+            fp: 0x2000,
+            lr: 0,
         })
     );
     let mut r = sp_row(16);
@@ -426,7 +395,8 @@ fn step_rules() {
         Ok(Regs {
             pc: 0x5555,
             sp: 0x1010,
-            fp: 0x4444
+            fp: 0x4444,
+            lr: 0,
         })
     );
     assert_eq!(
@@ -474,7 +444,8 @@ fn step_rules() {
         Ok(Regs {
             pc: 0x7777,
             sp: 0x3000,
-            fp: 0x2100
+            fp: 0x2100,
+            lr: 0,
         })
     );
 }
@@ -504,13 +475,15 @@ fn flex_section_drives_a_step() {
         pc: 0x1004,
         sp: 0x1000,
         fp: 0x2000,
+        lr: 0,
     };
     assert_eq!(
         step_amd64(&row, &regs, &mut mem),
         Ok(Regs {
             pc: 0x7777,
             sp: 0x3000,
-            fp: 0x2100
+            fp: 0x2100,
+            lr: 0,
         })
     );
 }

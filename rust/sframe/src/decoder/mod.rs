@@ -14,7 +14,7 @@
 //! [`Section::validate`] and, for fast lookups, [`Section::build_index`]
 //! into a buffer kept with the bytes; then per PC [`Section::find_row`]
 //! on the section [`Section::with_index`] gives. The [`unwind`] module
-//! turns rows into x86-64 stack walks.
+//! turns rows into x86-64 and AArch64 stack walks.
 //!
 //! Format facts were checked against binutils' `include/sframe.h` (2.46)
 //! and the SFrame specification; see `rust/sframe/API.md` for the list.

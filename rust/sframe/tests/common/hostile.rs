@@ -180,6 +180,7 @@ pub fn sigreturn_chain(body_fres: u32, tramp_fres: u32) -> Hostile {
             pc: p,
             sp: STACK,
             fp: 0,
+            lr: 0,
         },
     }
 }
@@ -202,6 +203,7 @@ pub fn deep_chain(body_fres: u32) -> Hostile {
             pc: p,
             sp: STACK,
             fp: 0,
+            lr: 0,
         },
     }
 }

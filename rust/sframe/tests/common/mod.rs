@@ -9,6 +9,7 @@
 pub mod corpus;
 pub mod harness;
 pub mod hostile;
+pub mod stack;
 
 /// One FRE to emit.
 #[derive(Clone, Debug)]

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! x86-64 user stack walking with SFrame rows.
+//! User stack walking with SFrame rows, on x86-64 ([`walk_amd64`]) and
+//! AArch64 ([`walk_aarch64`]).
 //!
 //! Generic over where memory and rows come from ([`Memory`], [`Lookup`]),
 //! so the kernel plugs in `copy_from_user_nmi()` or a faulting reader and
@@ -17,6 +18,19 @@
 //! after at most [`WalkLimits::max_frames`] frames, at most
 //! [`WalkLimits::max_signal_frames`] signal frames, and once its work
 //! budget ([`WalkLimits::max_work`], see [`Budget`]) is spent.
+//!
+//! What differs between the architectures (where the return address and
+//! the frame pointer live, the frame record, the signal trampoline and
+//! frame, the first instructions of a function) is in `amd64.rs` and
+//! `aarch64.rs`, behind the [`Arch`] trait; the walk is shared.
+
+mod aarch64;
+mod amd64;
+
+pub use self::aarch64::{
+    step_aarch64, walk_aarch64, walk_aarch64_metered, AARCH64_ENTRY_ROW, AARCH64_RT_SIGRETURN_INSNS,
+};
+pub use self::amd64::{step_amd64, walk_amd64, walk_amd64_metered, ENTRY_ROW, RT_SIGRETURN_INSNS};
 
 use super::{Budget, Reg, RegRule, Row, MAX_FRES_SCANNED};
 
@@ -64,6 +78,15 @@ pub trait Lookup {
         true
     }
 
+    /// `ra` without a pointer-authentication code (AArch64): the walker
+    /// passes every return address it finds through this before using it.
+    /// The kernel strips as the hardware does (`xpaclri`); the default
+    /// leaves the address as it is (x86-64, and AArch64 without pointer
+    /// authentication).
+    fn strip_return_address(&mut self, ra: u64) -> u64 {
+        ra
+    }
+
     /// One past the highest user address: a return address at or above it
     /// ends the walk. The kernel gives its own (`TASK_SIZE_MAX`, 2^47 or
     /// 2^56 less a page by the paging mode); the default is the larger.
@@ -72,15 +95,19 @@ pub trait Lookup {
     }
 }
 
-/// The registers an x86-64 unwind step needs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// The registers an unwind step needs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Regs {
-    /// Instruction pointer (`rip`).
+    /// Instruction pointer (`rip`, `pc`).
     pub pc: u64,
-    /// Stack pointer (`rsp`).
+    /// Stack pointer (`rsp`, `sp`).
     pub sp: u64,
-    /// Frame pointer (`rbp`).
+    /// Frame pointer (`rbp`, `x29`).
     pub fp: u64,
+    /// AArch64's link register (`x30`): the return address of a topmost
+    /// frame that has not saved it yet. Known only for the sample's frame
+    /// and a frame a signal interrupted (0 elsewhere, and on x86-64).
+    pub lr: u64,
 }
 
 /// How a frame's PC was found.
@@ -107,7 +134,8 @@ pub enum Stop {
     NoCoverage,
     /// The CFA (the caller's SP) did not move strictly up.
     CfaNotIncreasing,
-    /// The CFA, frame pointer or `ucontext` is not 8-byte aligned.
+    /// The CFA, frame pointer or `ucontext` is not aligned as the ABI
+    /// requires.
     Misaligned,
     /// The CFA left the allowed span above the first SP.
     SpanExceeded,
@@ -229,56 +257,16 @@ pub struct Walked {
     pub frames: u32,
 }
 
-/// The x86-64 rule at a function's first instruction: the return address
-/// is at SP, so CFA = SP + 8, RA at CFA - 8, FP untouched.
-pub const ENTRY_ROW: Row = Row {
-    cfa: super::CfaRule {
-        base: Reg::Sp,
-        offset: 8,
-        deref: false,
-    },
-    ra: RegRule::AtCfa(-8),
-    fp: RegRule::Unchanged,
-    outermost: false,
-    signal_frame: false,
-    mangled_ra: false,
-};
-
-/// One past the highest x86-64 user address (`TASK_SIZE_MAX` with 5-level
-/// paging): the default of [`Lookup::user_addr_end`].
+/// One past the highest user address on x86-64 (`TASK_SIZE_MAX` with 5-level
+/// paging; AArch64 has at most 52 bits): the default of [`Lookup::user_addr_end`].
 pub const USER_ADDR_END: u64 = (1 << 56) - 4096;
 
-/// `mov $15,%rax; syscall`: glibc's (and the kernel's documented)
-/// `__restore_rt`, the `rt_sigreturn` trampoline a signal handler returns to.
-pub const RT_SIGRETURN_INSNS: [u8; 9] = [0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05];
-
-/// Offset of `uc_mcontext` in `struct ucontext`: `uc_flags`, `uc_link`
-/// and the 24-byte `stack_t` precede it (include/uapi/asm-generic/ucontext.h,
-/// arch/x86/include/uapi/asm/signal.h). At the trampoline SP points at the
-/// `ucontext`: the handler's `ret` popped `rt_sigframe.pretcode`
-/// (arch/x86/include/asm/sigframe.h).
-const UC_MCONTEXT: u64 = 40;
-/// `rbp`, `rsp`, `rip` in the x86-64 `struct sigcontext`: the 11th, 16th
-/// and 17th u64 (arch/x86/include/uapi/asm/sigcontext.h).
-const SC_RBP: u64 = 10 * 8;
-const SC_RSP: u64 = 15 * 8;
-const SC_RIP: u64 = 16 * 8;
-
-/// The value of `reg` in `regs` (x86-64 DWARF 6 is `rbp`, 7 is `rsp`).
-fn reg_value(reg: Reg, regs: &Regs) -> Result<u64, Stop> {
-    match reg {
-        Reg::Sp | Reg::Dwarf(7) => Ok(regs.sp),
-        Reg::Fp | Reg::Dwarf(6) => Ok(regs.fp),
-        Reg::Dwarf(_) => Err(Stop::Unsupported),
-    }
-}
-
-fn offset_addr(base: u64, offset: i32) -> Result<u64, Stop> {
+pub(super) fn offset_addr(base: u64, offset: i32) -> Result<u64, Stop> {
     base.checked_add_signed(i64::from(offset))
         .ok_or(Stop::ReadFault)
 }
 
-fn load(mem: &mut impl Memory, addr: u64) -> Result<u64, Stop> {
+pub(super) fn load(mem: &mut impl Memory, addr: u64) -> Result<u64, Stop> {
     mem.read_u64(addr).ok_or(Stop::ReadFault)
 }
 
@@ -303,10 +291,11 @@ impl<M: Memory> Memory for Metered<'_, M> {
 }
 
 /// Evaluates an RA or FP rule; `Ok(None)` for an undefined value.
-fn recover(
+/// `reg_value` gives a register's value for this frame.
+pub(super) fn recover(
     rule: RegRule,
     cfa: u64,
-    regs: &Regs,
+    reg_value: impl Fn(Reg) -> Result<u64, Stop>,
     current: Option<u64>,
     mem: &mut impl Memory,
 ) -> Result<Option<u64>, Stop> {
@@ -314,98 +303,56 @@ fn recover(
         RegRule::Undefined => return Ok(None),
         RegRule::Unchanged => current.ok_or(Stop::Unsupported)?,
         RegRule::AtCfa(off) => load(mem, offset_addr(cfa, off)?)?,
-        RegRule::InReg(reg) => reg_value(reg, regs)?,
-        RegRule::AtReg { reg, offset } => load(mem, offset_addr(reg_value(reg, regs)?, offset)?)?,
-        RegRule::ValReg { reg, offset } => offset_addr(reg_value(reg, regs)?, offset)?,
+        RegRule::InReg(reg) => reg_value(reg)?,
+        RegRule::AtReg { reg, offset } => load(mem, offset_addr(reg_value(reg)?, offset)?)?,
+        RegRule::ValReg { reg, offset } => offset_addr(reg_value(reg)?, offset)?,
     }))
 }
 
-/// One SFrame step on x86-64.
-///
-/// CFA = base register + offset (loaded from there when `deref`); the
-/// return address and the caller's FP follow their rules; the caller's SP
-/// is the CFA. Requires the CFA strictly above `regs.sp` and 8-byte
-/// aligned, so an `Ok` result always moves the stack up. An undefined FP
-/// becomes 0. The returned PC may be 0 (end of stack; the walker stops).
-pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    if row.outermost {
-        return Err(Stop::Outermost);
-    }
-    let base = reg_value(row.cfa.base, regs)?;
-    let mut cfa = base
+/// The CFA a row gives: the base register's value plus the offset,
+/// loaded from there when the rule dereferences.
+pub(super) fn cfa_of(
+    row: &Row,
+    reg_value: impl Fn(Reg) -> Result<u64, Stop>,
+    mem: &mut impl Memory,
+) -> Result<u64, Stop> {
+    let cfa = reg_value(row.cfa.base)?
         .checked_add_signed(i64::from(row.cfa.offset))
         .ok_or(Stop::CfaNotIncreasing)?;
     if row.cfa.deref {
-        cfa = load(mem, cfa)?;
+        load(mem, cfa)
+    } else {
+        Ok(cfa)
     }
-    if cfa <= regs.sp {
-        return Err(Stop::CfaNotIncreasing);
-    }
-    if cfa & 7 != 0 {
-        return Err(Stop::Misaligned);
-    }
-    // x86-64 has no link register: an untracked RA is not recoverable.
-    let pc = recover(row.ra, cfa, regs, None, mem)?.ok_or(Stop::Outermost)?;
-    let fp = recover(row.fp, cfa, regs, Some(regs.fp), mem)?.unwrap_or(0);
-    Ok(Regs { pc, sp: cfa, fp })
 }
 
-/// One frame-pointer step: saved FP at FP, RA at FP + 8, caller SP = FP + 16.
-fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    let fp = regs.fp;
-    if fp == 0 {
-        return Err(Stop::NoCoverage);
-    }
-    if fp & 7 != 0 {
-        return Err(Stop::Misaligned);
-    }
-    if fp < regs.sp {
-        return Err(Stop::CfaNotIncreasing);
-    }
-    let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
-    let pc = load(mem, fp.wrapping_add(8))?;
-    let saved_fp = load(mem, fp)?;
-    Ok(Regs {
-        pc,
-        sp,
-        fp: saved_fp,
-    })
+/// What an architecture supplies to the shared walk.
+pub(super) trait Arch {
+    /// The rule at a function's first instruction.
+    const ENTRY_ROW: Row;
+    /// Whether a topmost frame's step may leave the SP where it is: true
+    /// where the return address may still be in a link register (a leaf
+    /// that has not moved the SP).
+    const LINK_REGISTER: bool;
+
+    /// One SFrame step with `row`; `topmost` for the sample's frame and a
+    /// frame a signal interrupted, whose registers are all known.
+    fn step(row: &Row, regs: &Regs, topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop>;
+    /// One frame-pointer step.
+    fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop>;
+    /// Whether `pc` is the `rt_sigreturn` trampoline.
+    fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool;
+    /// The registers a signal interrupted, from the frame at `regs.sp`
+    /// (the SP at the trampoline).
+    fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop>;
+    /// Whether the instructions at `pc` set up a frame that is not set up
+    /// yet, so [`Arch::ENTRY_ROW`] applies.
+    fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool;
 }
 
-/// Registers interrupted by a signal, from the `ucontext` at SP.
-fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    if regs.sp & 7 != 0 {
-        return Err(Stop::Misaligned);
-    }
-    let sc = regs.sp.checked_add(UC_MCONTEXT).ok_or(Stop::ReadFault)?;
-    let field = |off: u64| sc.checked_add(off).ok_or(Stop::ReadFault);
-    Ok(Regs {
-        pc: load(mem, field(SC_RIP)?)?,
-        sp: load(mem, field(SC_RSP)?)?,
-        fp: load(mem, field(SC_RBP)?)?,
-    })
-}
-
-fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool {
-    let mut insns = [0u8; 9];
-    mem.read(pc, &mut insns) && insns == RT_SIGRETURN_INSNS
-}
-
-/// `push %rbp`, optionally after `endbr64`, at `pc`: the frame is not set up.
-fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool {
-    let mut first = [0u8; 1];
-    if !mem.read(pc, &mut first) {
-        return false;
-    }
-    if first == [0x55] {
-        return true;
-    }
-    let mut insns = [0u8; 5];
-    mem.read(pc, &mut insns) && insns == [0xf3, 0x0f, 0x1e, 0xfa, 0x55]
-}
-
-/// How the next frame is found; `exact` when `regs.pc` is not a return address.
-fn unwind_frame<M: Memory>(
+/// How the next frame is found; `exact` when `regs.pc` is not a return
+/// address (the sample's PC, or one a signal interrupted).
+fn unwind_frame<A: Arch, M: Memory>(
     regs: &Regs,
     exact: bool,
     lookup: &mut impl Lookup,
@@ -421,55 +368,45 @@ fn unwind_frame<M: Memory>(
         Some(r) => r.signal_frame,
         None => true,
     };
-    if maybe_signal && at_rt_sigreturn(mem, regs.pc) {
-        return Ok((step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
+    if maybe_signal && A::at_rt_sigreturn(mem, regs.pc) {
+        return Ok((A::step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
     }
-    match row {
-        Some(row) if row.signal_frame => Err(Stop::Unsupported),
-        Some(row) if row.outermost => Err(Stop::Outermost),
-        Some(row) => Ok((step_amd64(&row, regs, mem)?, FrameSource::Sframe)),
+    let (next, source) = match row {
+        Some(row) if row.signal_frame => return Err(Stop::Unsupported),
+        Some(row) if row.outermost => return Err(Stop::Outermost),
+        Some(row) => (A::step(&row, regs, exact, mem)?, FrameSource::Sframe),
         None if exact
             && ((mem.budget.charge(1) && lookup.is_function_start(regs.pc))
-                || at_frame_setup(mem, regs.pc)) =>
+                || A::at_frame_setup(mem, regs.pc)) =>
         {
-            Ok((step_amd64(&ENTRY_ROW, regs, mem)?, FrameSource::EntryRule))
+            (
+                A::step(&A::ENTRY_ROW, regs, true, mem)?,
+                FrameSource::EntryRule,
+            )
         }
-        None => {
-            let next = step_frame_pointer(regs, mem)?;
-            if next.pc != 0 && !(mem.budget.charge(1) && lookup.is_text(next.pc)) {
-                return Err(Stop::BadReturnAddress);
-            }
-            Ok((next, FrameSource::FramePointer))
-        }
+        None => (A::step_frame_pointer(regs, mem)?, FrameSource::FramePointer),
+    };
+    // A return address may be signed (AArch64 pointer authentication).
+    let next = Regs {
+        pc: lookup.strip_return_address(next.pc),
+        ..next
+    };
+    if source == FrameSource::FramePointer
+        && next.pc != 0
+        && !(mem.budget.charge(1) && lookup.is_text(next.pc))
+    {
+        return Err(Stop::BadReturnAddress);
     }
+    Ok((next, source))
 }
 
-/// Walks an x86-64 user stack from `regs`.
-///
-/// Calls `emit(pc, source)` for the sample's PC and then for each caller,
-/// at most `limits.max_frames` times in all; `emit` returns `false` to stop
-/// the walk ([`Stop::Consumer`]). Returns why the walk ended; a clean end of
-/// the stack is [`Stop::Outermost`].
-pub fn walk_amd64(
+/// The walk of [`walk_amd64_metered`] and [`walk_aarch64_metered`], with
+/// architecture `A`'s rules.
+fn walk_metered<A: Arch, M: Memory>(
     regs: Regs,
     limits: &WalkLimits,
     lookup: &mut impl Lookup,
-    mem: &mut impl Memory,
-    emit: &mut impl FnMut(u64, FrameSource) -> bool,
-) -> Stop {
-    walk_amd64_metered(regs, limits, lookup, mem, emit).stop
-}
-
-/// [`walk_amd64`], also returning the work spent and the frames emitted.
-///
-/// A step that fails because the budget ran out (a read or a lookup it
-/// could not pay for) ends the walk with [`Stop::Budget`], whatever check
-/// the missing value made fail; the frames emitted before stay valid.
-pub fn walk_amd64_metered(
-    regs: Regs,
-    limits: &WalkLimits,
-    lookup: &mut impl Lookup,
-    mem: &mut impl Memory,
+    mem: &mut M,
     emit: &mut impl FnMut(u64, FrameSource) -> bool,
 ) -> Walked {
     let mut mem = Metered {
@@ -477,7 +414,7 @@ pub fn walk_amd64_metered(
         budget: Budget::new(limits.max_work, limits.max_fres),
     };
     let mut frames: u32 = 0;
-    let stop = walk_frames(regs, limits, lookup, &mut mem, &mut |pc, source| {
+    let stop = walk_frames::<A, M>(regs, limits, lookup, &mut mem, &mut |pc, source| {
         // At most `max_frames` calls: this cannot wrap.
         frames = frames.wrapping_add(1);
         emit(pc, source)
@@ -494,7 +431,7 @@ pub fn walk_amd64_metered(
     }
 }
 
-fn walk_frames<M: Memory>(
+fn walk_frames<A: Arch, M: Memory>(
     regs: Regs,
     limits: &WalkLimits,
     lookup: &mut impl Lookup,
@@ -512,7 +449,7 @@ fn walk_frames<M: Memory>(
     let mut span_base = regs.sp;
     let mut signal_frames: u32 = 0;
     for _ in 1..limits.max_frames {
-        let (next, source) = match unwind_frame(&regs, exact, lookup, mem) {
+        let (next, source) = match unwind_frame::<A, M>(&regs, exact, lookup, mem) {
             Ok(step) => step,
             Err(stop) => return stop,
         };
@@ -536,7 +473,11 @@ fn walk_frames<M: Memory>(
             span_base = next.sp;
             exact = true;
         } else {
-            if next.sp <= regs.sp {
+            // Only a topmost frame may leave the SP where it is (its
+            // return address was in the link register): the next frame
+            // is not topmost, so a walk cannot stand still twice.
+            let may_stay = A::LINK_REGISTER && exact;
+            if next.sp < regs.sp || (next.sp == regs.sp && !may_stay) {
                 return Stop::CfaNotIncreasing;
             }
             if next.sp.saturating_sub(span_base) > limits.max_span {
