@@ -38,6 +38,9 @@ mod arch;
 #[cfg(CONFIG_X86_64)]
 #[path = "arch/x86_64/kunit.rs"]
 mod arch_kunit;
+#[cfg(CONFIG_ARM64)]
+#[path = "arch/arm64/kunit.rs"]
+mod arch_kunit;
 
 // The switches the hooks turn on.
 #[allow(dead_code, reason = "the lifecycle's bits are not under test")]

@@ -6,7 +6,8 @@
 //! C header: [`include/linux/ftrace.h`](srctree/include/linux/ftrace.h).
 //!
 //! The pattern is livepatch's (`kernel/livepatch/patch.c`): an `ftrace_ops`
-//! with `SAVE_REGS | IPMODIFY`, filtered by name on one function, whose
+//! with `IPMODIFY` (and the architecture's register flags,
+//! [`FTRACE_OPS_FLAGS`]: `SAVE_REGS` on x86-64), filtered by name on one function, whose
 //! callback may set the saved instruction pointer to a replacement with the
 //! same signature; the call then continues in the replacement, which
 //! returns to the original caller. The target is found by ftrace's own
@@ -21,7 +22,10 @@
 //! that a callback sent a task to: the user of this type guards its
 //! replacements and waits for them itself (see `hooks.rs`).
 
-use crate::abstractions::ffi;
+use crate::{
+    abstractions::ffi,
+    arch::FTRACE_OPS_FLAGS, //
+};
 use core::marker::PhantomData;
 use kernel::{
     error::to_result,
@@ -73,7 +77,7 @@ impl Args<'_> {
 /// # Invariants
 ///
 /// - `ops` is an `ftrace_ops` whose `func` is [`callback::<T>`] and whose
-///   flags are `SAVE_REGS`, with `IPMODIFY` if `T::REDIRECTS`; it is pinned
+///   flags are [`FTRACE_OPS_FLAGS`], with `IPMODIFY` if `T::REDIRECTS`; it is pinned
 ///   and never moved.
 /// - `installed` is true exactly while `ops` is registered with ftrace, and
 ///   then its filter is `T::TARGET` alone (an ops with an empty filter
@@ -122,7 +126,8 @@ unsafe extern "C" fn callback<T: Redirect>(
     };
     if let Some(to) = T::redirect(&args).filter(|_| T::REDIRECTS) {
         // SAFETY: `fregs` is the live register set of this call, saved with
-        // `SAVE_REGS`; `IPMODIFY` (set as `T::REDIRECTS` is) allows changing
+        // the architecture's flags (its instruction pointer included);
+        // `IPMODIFY` (set as `T::REDIRECTS` is) allows changing
         // its instruction pointer, and `to` has the target's signature
         // (`Redirect`'s safety requirement).
         unsafe { ffi::sframe_ftrace_regs_set_ip(fregs, to) };
@@ -141,7 +146,7 @@ impl<T: Redirect> FtraceHook<T> {
                 };
                 let ops = ffi::ftrace_ops {
                     func: Some(callback::<T>),
-                    flags: (ffi::FTRACE_OPS_FL_SAVE_REGS | ipmodify) as usize,
+                    flags: (FTRACE_OPS_FLAGS | ipmodify) as usize,
                     ..Default::default()
                 };
                 // SAFETY: The initializer may write to `slot`.

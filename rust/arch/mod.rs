@@ -10,6 +10,8 @@
 //!   the current task entered the kernel with ([`UserRegs::current`]),
 //!   with the [`Mode`] they were saved in; [`start_regs`] turns them into
 //!   the decoder's start state.
+//! - [`strip_return_address`]: a return address without the code pointer
+//!   authentication signed it with (AArch64; x86-64 returns it as is).
 //! - [`task_is_compat`]: whether the current task's address space is not
 //!   a 64-bit one of this architecture's ABI (32-bit or x32 tasks), whose
 //!   stacks the stock unwinder keeps.
@@ -41,6 +43,26 @@ pub(crate) use x86_64::{
     follows_call,
     read_user_nmi,
     start_regs,
+    strip_return_address,
+    task_is_compat,
+    walk,
+    UserRegs,
+    CALL_WINDOW,
+    ELF_MACHINE,
+    FTRACE_OPS_FLAGS,
+    NOT_ELF,
+    SFRAME_ABI,
+    SFRAME_ABI_MISMATCH, //
+};
+
+#[cfg(CONFIG_ARM64)]
+mod arm64;
+#[cfg(CONFIG_ARM64)]
+pub(crate) use arm64::{
+    follows_call,
+    read_user_nmi,
+    start_regs,
+    strip_return_address,
     task_is_compat,
     walk,
     UserRegs,
@@ -68,8 +90,24 @@ pub(crate) enum Mode {
     /// The architecture's 64-bit user mode.  x32 tasks run in it too on
     /// x86-64 (see [`task_is_compat`]).
     User64,
-    /// A 32-bit (compat) user mode, or x86's vm86 mode.
+    /// A 32-bit (compat) user mode (x86's ia32, arm64's AArch32), or
+    /// x86's vm86 mode.
     UserOther,
+}
+
+impl UserRegs {
+    /// The registers the current task entered the kernel with
+    /// (`task_pt_regs(current)`): its user registers, unless it is a
+    /// kernel thread.
+    pub(crate) fn current() -> Option<Self> {
+        // SAFETY: `task_pt_regs()` has no preconditions; it returns the
+        // frame at the top of the current task's kernel stack.
+        let regs = unsafe { ffi::sframe_current_user_regs() };
+        // SAFETY: That frame lies on the stack this code runs on, so it is
+        // valid for the call, and only the task itself writes it (on
+        // kernel entry and exit, not while it runs here).
+        unsafe { Self::read(regs) }
+    }
 }
 
 // The interface, item by item.
@@ -77,6 +115,7 @@ const _: unsafe fn(*const ffi::pt_regs) -> Option<UserRegs> = UserRegs::read;
 const _: fn() -> Option<UserRegs> = UserRegs::current;
 const _: fn(&UserRegs) -> Mode = UserRegs::mode;
 const _: fn(&UserRegs) -> Regs = start_regs;
+const _: fn(u64) -> u64 = strip_return_address;
 const _: fn() -> bool = task_is_compat;
 const _: fn(u64, &mut [u8]) -> bool = read_user_nmi;
 const _: fn(&[u8; CALL_WINDOW]) -> bool = follows_call;

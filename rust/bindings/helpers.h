@@ -109,5 +109,19 @@ bool sframe_user_64bit_mode(struct pt_regs *regs);
 bool sframe_regs_vm86(struct pt_regs *regs);
 bool sframe_current_addr32(void);
 #endif
+#ifdef CONFIG_ARM64
+/* The registers an unwind starts from, copied out of a struct pt_regs. */
+struct sframe_arm64_regs {
+	unsigned long pc;
+	unsigned long sp;
+	unsigned long fp;
+	unsigned long lr;
+};
+void sframe_arm64_read_regs(struct pt_regs *regs, struct sframe_arm64_regs *out);
+bool sframe_compat_user_mode(struct pt_regs *regs);
+bool sframe_current_compat(void);
+unsigned long sframe_strip_user_pac(unsigned long addr);
+unsigned long sframe_read_user_nofault(void *dst, unsigned long addr, unsigned long len);
+#endif
 
 #endif

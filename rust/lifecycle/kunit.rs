@@ -55,7 +55,7 @@ mod exec_image_tests {
         b[..4].copy_from_slice(b"\x7fELF");
         b[4] = 2; // ELFCLASS64
         b[5] = 1; // ELFDATA2LSB
-        b[18..20].copy_from_slice(&62u16.to_le_bytes()); // EM_X86_64
+        b[18..20].copy_from_slice(&crate::arch::ELF_MACHINE.to_le_bytes());
         b[32..40].copy_from_slice(&64u64.to_le_bytes()); // e_phoff
         b[54..56].copy_from_slice(&56u16.to_le_bytes()); // e_phentsize
         b[56..58].copy_from_slice(&(phdrs.len() as u16).to_le_bytes());

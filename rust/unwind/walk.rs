@@ -165,7 +165,13 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
         }
     }
 
-    /// 2^47 or 2^56 less a page, as the running kernel's paging allows.
+    /// Without the pointer-authentication code (arm64), as the stock
+    /// unwinder strips them.
+    fn strip_return_address(&mut self, ra: u64) -> u64 {
+        arch::strip_return_address(ra)
+    }
+
+    /// The running kernel's `TASK_SIZE_MAX`.
     fn user_addr_end(&mut self) -> u64 {
         self.user_end
     }

@@ -18,6 +18,7 @@ pub(crate) use call_site::{
 };
 pub(crate) use regs::{
     start_regs,
+    strip_return_address,
     task_is_compat,
     UserRegs, //
 };

@@ -61,19 +61,6 @@ impl UserRegs {
         })
     }
 
-    /// The registers the current task entered the kernel with
-    /// (`task_pt_regs(current)`): its user registers, unless it is a
-    /// kernel thread.
-    pub(crate) fn current() -> Option<Self> {
-        // SAFETY: `task_pt_regs()` has no preconditions; it returns the
-        // frame at the top of the current task's kernel stack.
-        let regs = unsafe { ffi::sframe_current_user_regs() };
-        // SAFETY: That frame lies on the stack this code runs on, so it is
-        // valid for the call, and only the task itself writes it (on
-        // kernel entry and exit, not while it runs here).
-        unsafe { Self::read(regs) }
-    }
-
     /// The mode the registers were saved in.
     pub(crate) fn mode(&self) -> Mode {
         self.mode
@@ -88,6 +75,11 @@ pub(crate) fn start_regs(regs: &UserRegs) -> Regs {
         fp: regs.bp,
         lr: 0,
     }
+}
+
+/// x86-64 return addresses carry no signature: `ra` as it is.
+pub(crate) fn strip_return_address(ra: u64) -> u64 {
+    ra
 }
 
 /// Whether the current task has a 32-bit address space (`TIF_ADDR32`):

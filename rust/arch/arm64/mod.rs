@@ -1,0 +1,62 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! arm64: the user registers (`pc`, `sp`, `x29`, `x30`), return addresses
+//! signed by pointer authentication, branch-with-link instructions, the
+//! vDSO's `__kernel_rt_sigreturn` (in the decoder's [`walk`]), reads with
+//! page faults disabled, and ftrace without `SAVE_REGS`.
+//!
+//! C headers: [`arch/arm64/include/asm/ptrace.h`](srctree/arch/arm64/include/asm/ptrace.h),
+//! [`arch/arm64/include/asm/uaccess.h`](srctree/arch/arm64/include/asm/uaccess.h).
+//!
+//! arm64 has no deferred user unwinding (`CONFIG_UNWIND_USER`) in 7.3:
+//! `perf_callchain_user()` is the only path, and the deferred hook finds
+//! no target.
+
+mod call_site;
+mod regs;
+
+pub(crate) use crate::sframe::unwind::walk_aarch64 as walk;
+pub(crate) use call_site::{
+    follows_call,
+    CALL_WINDOW, //
+};
+pub(crate) use regs::{
+    start_regs,
+    strip_return_address,
+    task_is_compat,
+    UserRegs, //
+};
+
+use crate::{
+    abstractions::ffi,
+    sframe::Abi, //
+};
+
+/// The ABI of the sections this architecture unwinds with.
+pub(crate) const SFRAME_ABI: Abi = Abi::Aarch64Le;
+/// Why a section of another ABI is refused.
+pub(crate) const SFRAME_ABI_MISMATCH: &str = "not an AArch64 little-endian section";
+/// `e_machine` of the ELF objects exec registration reads (`EM_AARCH64`).
+pub(crate) const ELF_MACHINE: u16 = 183;
+/// Why an object of another kind is refused.
+pub(crate) const NOT_ELF: &str = "not an AArch64 ELF64 object";
+
+/// The hooks read their target's arguments and may set its instruction
+/// pointer: arm64 has `DYNAMIC_FTRACE_WITH_ARGS` only, whose
+/// `ftrace_regs` hold the argument registers and the PC, which is all
+/// that needs (`SAVE_REGS` is refused there, as for arm64's livepatch).
+pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
+
+/// Reads `buf.len()` bytes of the current task's user memory at `addr`
+/// with page faults disabled, as arm64's own user stack walk does from
+/// perf's interrupt (a page that is not resident reads as a fault);
+/// whether all were read.  Any context.
+pub(crate) fn read_user_nmi(addr: u64, buf: &mut [u8]) -> bool {
+    let len = buf.len();
+    // SAFETY: `buf` is writable for `len` bytes. The helper checks that
+    // `addr..addr + len` is a user range and copies with page faults
+    // disabled: it never sleeps. It returns the bytes not copied.
+    let left =
+        unsafe { ffi::sframe_read_user_nofault(buf.as_mut_ptr().cast(), addr as usize, len) };
+    left == 0
+}
