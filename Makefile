@@ -5,6 +5,7 @@
 #   make demo      set up, build, boot a guest and profile a demo program
 #   make test      every test: host, module build, guest suites
 #   make           the module, against KDIR (default: the cached test kernel)
+#   make module-arm64  the module for the arm64 test kernel, in out/arm64
 #   make deb       Debian packages, sframe-unwind-dkms and sframectl, in out/deb
 #
 # See README.md and Documentation/testing.rst.
@@ -30,7 +31,7 @@ kdir = $(eval kdir := $(or $(if $(wildcard $(kdir_given)/rust/libkernel.rmeta),$
 # is built on with its own compiler, as its Makefile says.
 llvm = $(if $(shell grep -sx 'CONFIG_CC_IS_CLANG=y' $(kdir)/.config),LLVM=$(LLVM))
 
-.PHONY: all module modules clippy clean setup kernel rootfs host-test test \
+.PHONY: all module modules module-arm64 clippy clean setup kernel rootfs host-test test \
 	guest-test demo bench stress fmt check-fmt deb
 
 all: module
@@ -40,6 +41,10 @@ module modules:
 
 clippy:
 	$(MAKE) -C $(kdir) M=$(CURDIR) $(llvm) CLIPPY=1 modules
+
+# The module for the arm64 test kernel, cross-built into out/arm64.
+module-arm64:
+	$(SCRIPTS)/module-arm64
 
 clean:
 	@if [ -n "$(KDIR)" ] || [ -e "$$HOME/.cache/sframe-unwind/kernel/current" ]; then \

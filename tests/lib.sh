@@ -4,7 +4,12 @@
 # $SFRAME_OUT/results.tap, which scripts/run-tests counts.
 
 RESULTS=${SFRAME_OUT:-/tmp}/results.tap
-PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs}
+# The test programs scripts/run-tests built: out/progs, or out/progs-arm64
+# (cross-built) in the arm64 guest.
+case ${SFRAME_ARCH:-x86_64} in
+arm64) PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs-arm64} ;;
+*) PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs} ;;
+esac
 : "${TEST_GROUP:=$(basename "$0" .sh)}"
 _n=0
 

@@ -7,8 +7,10 @@ scripts/rootfs-exec), classifies each sample by its leaf function and
 checks the user callchain against the call paths the workload is built
 with.  No fixed text is compared: samples are parsed into frames.
 
-  chains.py check DIR       TAP results for the recordings in DIR
-                            (module-g, module-defer, base-g, base-defer, dwarf)
+  chains.py check DIR [NAME...]
+                            TAP results for the recordings in DIR
+                            (module-g, module-defer, base-g, base-defer, dwarf,
+                            or the NAMEs given: arm64 has no fp,defer)
   chains.py demo BASE MOD   the two callchains of one leaf side by side
   chains.py share FILE      "complete total" for one recording
 """
@@ -217,10 +219,13 @@ def show(frames, limit=14):
     return "\n".join(f"  {sym} ({os.path.basename(dso)})" for sym, dso in frames[:limit])
 
 
-def check(directory):
+RECORDINGS = ("module-g", "module-defer", "base-g", "base-defer", "dwarf")
+
+
+def check(directory, names=RECORDINGS):
     tap = Tap()
     results = {}
-    for name in ("module-g", "module-defer", "base-g", "base-defer", "dwarf"):
+    for name in names:
         path = os.path.join(directory, name + ".data")
         if not os.path.exists(path):
             tap.result(False, f"{name}: recording exists", path)
@@ -317,7 +322,7 @@ def demo(base, mod):
 
 def main():
     if len(sys.argv) >= 3 and sys.argv[1] == "check":
-        return check(sys.argv[2])
+        return check(sys.argv[2], tuple(sys.argv[3:]) or RECORDINGS)
     if len(sys.argv) >= 4 and sys.argv[1] == "demo":
         return demo(sys.argv[2], sys.argv[3])
     if len(sys.argv) >= 3 and sys.argv[1] == "share":
