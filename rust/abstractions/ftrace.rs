@@ -7,7 +7,8 @@
 //!
 //! The pattern is livepatch's (`kernel/livepatch/patch.c`): an `ftrace_ops`
 //! with `IPMODIFY` (and the architecture's register flags,
-//! [`FTRACE_OPS_FLAGS`]: `SAVE_REGS` on x86-64), filtered by name on one function, whose
+//! [`FTRACE_OPS_FLAGS`]: none where ftrace passes arguments,
+//! `DYNAMIC_FTRACE_WITH_ARGS`), filtered by name on one function, whose
 //! callback may set the saved instruction pointer to a replacement with the
 //! same signature; the call then continues in the replacement, which
 //! returns to the original caller. The target is found by ftrace's own

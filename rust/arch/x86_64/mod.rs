@@ -2,8 +2,8 @@
 
 //! x86-64: the user registers (`ip`, `sp`, `bp`), the return address at
 //! CFA - 8, `call` instructions, the `__restore_rt` trampoline (in the
-//! decoder's [`walk`]), `copy_from_user_nmi()`, and ftrace with
-//! `SAVE_REGS`.
+//! decoder's [`walk`]), `copy_from_user_nmi()`, and ftrace's
+//! `ftrace_regs`.
 //!
 //! C headers: [`arch/x86/include/asm/ptrace.h`](srctree/arch/x86/include/asm/ptrace.h),
 //! [`arch/x86/include/asm/uaccess.h`](srctree/arch/x86/include/asm/uaccess.h).
@@ -38,8 +38,14 @@ pub(crate) const ELF_MACHINE: u16 = 62;
 pub(crate) const NOT_ELF: &str = "not an x86-64 ELF64 object";
 
 /// The hooks read their target's arguments and may set its instruction
-/// pointer: x86-64 saves the whole register frame for that (`SAVE_REGS`),
-/// as livepatch does.
+/// pointer.  With `DYNAMIC_FTRACE_WITH_ARGS` (every x86-64 kernel of the
+/// 7.x series) `ftrace_caller` saves the argument registers and restores
+/// the instruction pointer a handler changed, which is all that needs: no
+/// flag, as livepatch chooses, and the lighter trampoline.  Without it,
+/// the whole register frame (`SAVE_REGS`).
+#[cfg(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS)]
+pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
+#[cfg(not(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS))]
 pub(crate) const FTRACE_OPS_FLAGS: u32 = ffi::FTRACE_OPS_FL_SAVE_REGS;
 
 /// Reads `buf.len()` bytes of the current task's user memory at `addr`
