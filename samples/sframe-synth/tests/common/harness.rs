@@ -67,7 +67,11 @@ pub fn exercise(data: &[u8]) -> bool {
         },
     };
     let result = if flags & 2 != 0 {
-        synth_elf(rest, &opts)
+        // `object` reads ELF headers in place and wants them 8-byte
+        // aligned, which `rest`, one byte into the input, never is: a
+        // fresh allocation is (the system allocator aligns to 16).
+        let aligned: Vec<u8> = rest.to_vec();
+        synth_elf(&aligned, &opts)
     } else {
         if rest.len() < 10 {
             return false;
