@@ -167,8 +167,9 @@ fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool, arch: Arch) {
         return;
     }
     // Control words are unsigned, offsets signed; one size fits all words
-    // of an FRE.
-    let mut words: [(i64, bool); 5] = [(0, false); 5];
+    // of an FRE. At most 6: a FLEX FRE with CFA, RA and FP pairs (AArch64;
+    // x86-64 has at most 5, RA being padding).
+    let mut words: [(i64, bool); 6] = [(0, false); 6];
     let mut n = 0usize;
     let mut put = |v: i64, unsigned: bool| {
         if let Some(w) = words.get_mut(n) {
@@ -227,7 +228,7 @@ fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool, arch: Arch) {
     } else {
         (2, 4)
     };
-    // n <= 5 fits the 4-bit count.
+    // n <= 6 fits the 4-bit count.
     let count = u8::try_from(n).unwrap_or(0) & 0xf;
     let mangled = if row.mangled_ra { FRE_MANGLED_RA } else { 0 };
     out.push(sp_based | (count << 1) | (code << 5) | mangled);

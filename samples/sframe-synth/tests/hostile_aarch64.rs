@@ -282,3 +282,31 @@ fn elf_header_picks_the_architecture() {
         Error::UnsupportedMachine
     );
 }
+
+/// glibc's `__longjmp`-style CFI: CFA = x0, x29 and x30 saved in the
+/// jmp_buf. In V3 a FLEX FRE with three control word and offset pairs,
+/// six data words (an encoder once kept only five).
+#[test]
+fn flex_row_with_ra_and_fp() {
+    let mut b = EhB::new(EH);
+    let cie = b.cie_aarch64();
+    // def_cfa x0, 0; x29 at CFA+80, x30 at CFA+88 (offset_extended_sf).
+    b.fde(
+        cie,
+        0x1000,
+        0x40,
+        &[0x41, 0x0c, 0, 0, 0x11, 29, 0x76, 0x11, 30, 0x75, 0x41, 0x2d],
+    );
+    let eh = b.finish();
+    let out = run(&eh, &a64(Version::V3)).unwrap();
+    let s = sframe::Section::parse(&out.section, out.base).unwrap();
+    s.validate(&mut || {}).unwrap();
+    for pc in [0x1004, 0x1008] {
+        let row = s.find_row(pc).unwrap().unwrap();
+        assert_eq!(row.cfa.base, sframe::Reg::Dwarf(0));
+        assert_eq!((row.ra, row.fp), (RegRule::AtCfa(88), RegRule::AtCfa(80)));
+        assert_eq!(row.mangled_ra, pc == 0x1008);
+    }
+    let s = stats(&run(&eh, &a64(Version::V2)));
+    assert_eq!(s.refused(Reason::CfaRegister).rows, 2);
+}
