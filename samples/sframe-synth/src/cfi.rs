@@ -8,22 +8,25 @@
 //! are removed before any is evaluated, and evaluation is charged against a
 //! work budget (CIE and FDE bytes plus rows) that ends the run when spent.
 
+use crate::aarch64;
+use crate::arch::AARCH64_LR;
 use crate::piece::Pieces;
 use crate::row::map_row;
 use crate::row::CfiCfa;
 use crate::row::CfiRow;
 use crate::row::CfiRule;
-use crate::row::REG_RA;
-use crate::row::REG_RBP;
+use crate::Arch;
 use crate::Reason;
 use crate::Stats;
 use gimli::BaseAddresses;
+use gimli::CallFrameInstruction;
 use gimli::CieOrFde;
 use gimli::CommonInformationEntry;
 use gimli::EhFrame;
 use gimli::EhFrameHdr;
 use gimli::EhFrameOffset;
 use gimli::EndianSlice;
+use gimli::FrameDescriptionEntry;
 use gimli::LittleEndian;
 use gimli::Register;
 use gimli::RegisterRule;
@@ -60,10 +63,11 @@ struct FdeRef {
     offset: usize,
 }
 
-/// Walks every FDE of `cfi` in address order, converts its rows, and
-/// collects the pieces. `flex`: V3 FLEX FDEs are available.
+/// Walks every FDE of `cfi` (CFI of `arch`) in address order, converts its
+/// rows, and collects the pieces. `flex`: V3 FLEX FDEs are available.
 pub(crate) fn collect(
     cfi: &CfiSections<'_>,
+    arch: Arch,
     flex: bool,
     max_work: u64,
     stats: &mut Stats,
@@ -75,7 +79,8 @@ pub(crate) fn collect(
     if let Some(text) = cfi.text_addr {
         bases = bases.set_text(text);
     }
-    let eh_frame = EhFrame::new(cfi.eh_frame, LittleEndian);
+    let mut eh_frame = EhFrame::new(cfi.eh_frame, LittleEndian);
+    eh_frame.set_vendor(arch.vendor());
     let mut offsets = fde_offsets(cfi, &eh_frame, &bases, stats);
     dedup(&mut offsets, cfi.eh_frame.len());
     stats.cfi_fdes = offsets.len() as u64;
@@ -106,6 +111,7 @@ pub(crate) fn collect(
         bases: &bases,
         ctx: Box::new(UnwindContext::new()),
         cies,
+        arch,
         flex,
         max_work,
     };
@@ -256,6 +262,7 @@ struct Walker<'a, 'b> {
     /// gimli's scratch space, reused for every FDE.
     ctx: Box<UnwindContext<usize>>,
     cies: CieCache<'a>,
+    arch: Arch,
     flex: bool,
     max_work: u64,
 }
@@ -286,9 +293,14 @@ impl Walker<'_, '_> {
         if stats.work > self.max_work {
             return Err(Reason::WorkLimit);
         }
-        if cie.return_address_register() != Register(REG_RA) {
+        let arch = self.arch;
+        if cie.return_address_register() != Register(arch.ra_column()) {
             return Err(Reason::RaColumn);
         }
+        let lr_undefined = match arch {
+            Arch::X86_64 => LrUndefined::Never,
+            Arch::Aarch64 => lr_undefined(eh_frame, self.bases, &fde)?,
+        };
         let signal_frame = fde.is_signal_trampoline();
         let mut table = UnwindTable::new(eh_frame, self.bases, &mut self.ctx, &fde)
             .map_err(|_| Reason::BadProgram)?;
@@ -319,7 +331,7 @@ impl Walker<'_, '_> {
             }
             pos = stop;
             stats.rows = stats.rows.saturating_add(1);
-            let cfi_row = CfiRow {
+            let mut cfi_row = CfiRow {
                 cfa: match row.cfa() {
                     gimli::CfaRule::RegisterAndOffset { register, offset } => CfiCfa::RegOffset {
                         reg: register.0,
@@ -327,11 +339,138 @@ impl Walker<'_, '_> {
                     },
                     gimli::CfaRule::Expression(e) => CfiCfa::Expression(expression(eh_frame, e)),
                 },
-                ra: rule(eh_frame, row.register(Register(REG_RA))),
-                fp: rule(eh_frame, row.register(Register(REG_RBP))),
+                ra: rule(eh_frame, row.register(Register(arch.ra_column()))),
+                fp: rule(eh_frame, row.register(Register(arch.fp()))),
                 signal_frame,
+                ra_signed: false,
             };
-            pieces.push(start, stop, map_row(&cfi_row, self.flex), stats);
+            let mapped = match arch {
+                Arch::X86_64 => map_row(&cfi_row, self.flex),
+                Arch::Aarch64 => {
+                    if cfi_row.ra == CfiRule::Undefined {
+                        // gimli's "undefined" is "no rule" unless the
+                        // program said DW_CFA_undefined x30.
+                        cfi_row.ra = lr_undefined.rule_at(start);
+                    }
+                    match row.register(gimli::AArch64::RA_SIGN_STATE) {
+                        RegisterRule::Undefined | RegisterRule::Constant(0) => {}
+                        RegisterRule::Constant(1) => cfi_row.ra_signed = true,
+                        // Any other rule for the pseudo-register: its
+                        // meaning is unknown, so is the RA's.
+                        _ => cfi_row.ra = CfiRule::Other,
+                    }
+                    aarch64::map_row(&cfi_row, self.flex)
+                }
+            };
+            pieces.push(start, stop, mapped, stats);
+        }
+    }
+}
+
+/// Where an AArch64 FDE's program says `DW_CFA_undefined x30` (the
+/// outermost frame), which gimli's rows do not tell from "no rule" (the
+/// return address still in `x30`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LrUndefined {
+    /// Never: "no rule" is "still in `x30`".
+    Never,
+    /// From this address to the end of the FDE, "no rule" is "undefined".
+    From(u64),
+    /// From this address on, "no rule" may be either (`x30` gets other
+    /// rules or the state is restored after the `DW_CFA_undefined`).
+    Ambiguous(u64),
+}
+
+impl LrUndefined {
+    /// The return address rule at `pc` where gimli has no rule for `x30`.
+    fn rule_at(self, pc: u64) -> CfiRule<'static> {
+        match self {
+            LrUndefined::From(at) if pc >= at => CfiRule::Undefined,
+            LrUndefined::Ambiguous(at) if pc >= at => CfiRule::Other,
+            _ => CfiRule::SameValue,
+        }
+    }
+}
+
+/// Scans the CIE's and the FDE's instructions (AArch64) for
+/// `DW_CFA_undefined x30` and for `DW_CFA_AARCH64_negate_ra_state_with_pc`,
+/// which gimli cannot parse: the FDE is refused ([`Reason::PauthLr`]),
+/// whatever its other rows, as GNU as does. Linear in the instruction
+/// bytes, which the caller has charged to the budget.
+fn lr_undefined(
+    eh_frame: &EhFrame<Reader<'_>>,
+    bases: &BaseAddresses,
+    fde: &FrameDescriptionEntry<Reader<'_>>,
+) -> Result<LrUndefined, Reason> {
+    const NEGATE_RA_STATE_WITH_PC: gimli::DwCfa = gimli::DwCfa(0x2c);
+    let cie = fde.cie();
+    let start = fde.initial_address();
+    let code_align = cie.code_alignment_factor();
+    let mut loc = start;
+    let mut found = LrUndefined::Never;
+    let lr = Register(AARCH64_LR);
+    let mut cie_iter = cie.instructions(eh_frame, bases);
+    let mut fde_iter = fde.instructions(eh_frame, bases);
+    let mut in_cie = true;
+    loop {
+        let next = if in_cie {
+            cie_iter.next()
+        } else {
+            fde_iter.next()
+        };
+        let insn = match next {
+            Ok(Some(insn)) => insn,
+            Ok(None) if in_cie => {
+                in_cie = false;
+                continue;
+            }
+            Ok(None) => return Ok(found),
+            Err(gimli::Error::UnknownCallFrameInstruction(NEGATE_RA_STATE_WITH_PC)) => {
+                return Err(Reason::PauthLr)
+            }
+            // gimli fails at the same place; the rows before stay.
+            Err(_) => {
+                return Ok(match found {
+                    LrUndefined::From(at) => LrUndefined::Ambiguous(at),
+                    other => other,
+                })
+            }
+        };
+        let target = match insn {
+            CallFrameInstruction::AdvanceLoc { delta } => {
+                loc = loc.saturating_add(u64::from(delta).saturating_mul(code_align));
+                None
+            }
+            CallFrameInstruction::SetLoc { address } => {
+                loc = address;
+                None
+            }
+            CallFrameInstruction::Undefined { register } if register == lr => {
+                if found == LrUndefined::Never {
+                    // Rows before the FDE's start clamp to it.
+                    found = LrUndefined::From(loc.max(start));
+                    continue;
+                }
+                Some(register)
+            }
+            CallFrameInstruction::Undefined { register }
+            | CallFrameInstruction::SameValue { register }
+            | CallFrameInstruction::Offset { register, .. }
+            | CallFrameInstruction::OffsetExtendedSf { register, .. }
+            | CallFrameInstruction::ValOffset { register, .. }
+            | CallFrameInstruction::ValOffsetSf { register, .. }
+            | CallFrameInstruction::Expression { register, .. }
+            | CallFrameInstruction::ValExpression { register, .. }
+            | CallFrameInstruction::Restore { register } => Some(register),
+            CallFrameInstruction::Register { dest_register, .. } => Some(dest_register),
+            // Restoring may bring back a state from before the undefined.
+            CallFrameInstruction::RestoreState => Some(lr),
+            _ => None,
+        };
+        if let (Some(reg), LrUndefined::From(at)) = (target, found) {
+            if reg == lr {
+                found = LrUndefined::Ambiguous(at);
+            }
         }
     }
 }

@@ -9,6 +9,7 @@
 //! segment holding it.
 
 use crate::cfi;
+use crate::Arch;
 use crate::CfiSections;
 use crate::Error;
 use object::elf;
@@ -19,19 +20,25 @@ use object::LittleEndian;
 use object::Object;
 use object::ObjectSection;
 
-/// The CFI sections of the ELF image `data`, at link-time addresses.
-pub(crate) fn cfi_sections(data: &[u8]) -> Result<CfiSections<'_>, Error> {
+/// The CFI sections of the ELF image `data`, at link-time addresses, and
+/// its architecture.
+pub(crate) fn cfi_sections(data: &[u8]) -> Result<(CfiSections<'_>, Arch), Error> {
     match object::FileKind::parse(data) {
         Ok(object::FileKind::Elf64) => {}
-        Ok(_) => return Err(Error::NotX86_64),
+        Ok(_) => return Err(Error::UnsupportedMachine),
         Err(e) => return Err(Error::Elf(e.to_string())),
     }
     let file = ElfFile64::<LittleEndian>::parse(data).map_err(|e| Error::Elf(e.to_string()))?;
     let endian = file.endian();
     let header = file.elf_header();
-    if header.e_machine(endian) != elf::EM_X86_64 || !file.is_little_endian() {
-        return Err(Error::NotX86_64);
+    if !file.is_little_endian() {
+        return Err(Error::UnsupportedMachine);
     }
+    let arch = match header.e_machine(endian) {
+        elf::EM_X86_64 => Arch::X86_64,
+        elf::EM_AARCH64 => Arch::Aarch64,
+        _ => return Err(Error::UnsupportedMachine),
+    };
     if header.e_type(endian) == elf::ET_REL {
         return Err(Error::Relocatable);
     }
@@ -53,13 +60,14 @@ pub(crate) fn cfi_sections(data: &[u8]) -> Result<CfiSections<'_>, Error> {
     if let Some(section) = file.section_by_name(".eh_frame") {
         let bytes = section.data().map_err(|e| Error::Elf(e.to_string()))?;
         if !bytes.is_empty() {
-            return Ok(CfiSections {
+            let sections = CfiSections {
                 eh_frame: bytes,
                 eh_frame_addr: section.address(),
                 eh_frame_hdr: hdr,
                 text_addr,
                 exec_range,
-            });
+            };
+            return Ok((sections, arch));
         }
     }
     // No section headers: follow the program headers as a loader would.
@@ -83,11 +91,12 @@ pub(crate) fn cfi_sections(data: &[u8]) -> Result<CfiSections<'_>, Error> {
     let skip = usize::try_from(eh_frame_addr.saturating_sub(load.p_vaddr(endian)))
         .map_err(|_| Error::NoEhFrame)?;
     let eh_frame = segment.get(skip..).ok_or(Error::NoEhFrame)?;
-    Ok(CfiSections {
+    let sections = CfiSections {
         eh_frame,
         eh_frame_addr,
         eh_frame_hdr: Some((hdr_bytes, hdr_addr)),
         text_addr,
         exec_range,
-    })
+    };
+    Ok((sections, arch))
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Writing the SFrame section: header, FDEs, FREs (little endian, AMD64).
+//! Writing the SFrame section: header, FDEs, FREs (little endian; ABI
+//! AMD64 or AArch64).
 //!
 //! V3: PC-relative function starts (`SFRAME_F_FDE_FUNC_START_PCREL`), a
 //! 16-byte index entry per function and its 5-byte attribute in front of
@@ -13,15 +14,16 @@
 use crate::piece::PcKind;
 use crate::piece::Piece;
 use crate::row::FpRule;
+use crate::row::RaRule;
 use crate::row::Row;
-use crate::row::REG_RSP;
+use crate::Arch;
 use sframe::Version;
 
 const HEADER_LEN: u64 = 28;
 const V2_FDE_LEN: u64 = 20;
 const V3_FDE_LEN: u64 = 16;
-const ABI_AMD64_LE: u8 = 3;
-const FIXED_RA_OFFSET: i8 = -8;
+/// FRE info bit 7: the return address is signed (AArch64).
+const FRE_MANGLED_RA: u8 = 0x80;
 
 /// Why the section could not be written (only for absurd sizes, or a
 /// generator bug; the caller reports either as an internal error).
@@ -35,11 +37,13 @@ pub(crate) enum EncodeError {
     FlexInV2,
 }
 
-/// Writes `pieces` (sorted, not overlapping) as a section placed at `base`.
+/// Writes `pieces` (sorted, not overlapping) of `arch` as a section placed
+/// at `base`.
 pub(crate) fn encode(
     pieces: &[Piece],
     version: Version,
     base: u64,
+    arch: Arch,
 ) -> Result<Vec<u8>, EncodeError> {
     let v3 = version == Version::V3;
     let fde_len = if v3 { V3_FDE_LEN } else { V2_FDE_LEN };
@@ -60,7 +64,7 @@ pub(crate) fn encode(
     );
     let mut num_fres = 0u32;
     for (index, piece) in pieces.iter().enumerate() {
-        let flex = piece.needs_flex();
+        let flex = piece.needs_flex(arch);
         if flex && !v3 {
             return Err(EncodeError::FlexInV2);
         }
@@ -87,7 +91,7 @@ pub(crate) fn encode(
         }
         for (off, row) in &piece.fres {
             put_le(&mut fres, i64::from(*off), addr_len);
-            write_fre(&mut fres, row, flex);
+            write_fre(&mut fres, row, flex, arch);
         }
         if v3 {
             // PC-relative: from the address of this FDE's start field.
@@ -135,9 +139,9 @@ pub(crate) fn encode(
         0
     };
     out.push(sframe::FLAG_FDE_SORTED | pcrel);
-    out.push(ABI_AMD64_LE);
-    out.push(0); // No fixed FP offset: FREs say where rbp is.
-    out.push(FIXED_RA_OFFSET.to_le_bytes()[0]);
+    out.push(arch.sframe_abi());
+    out.push(0); // No fixed FP offset: FREs say where the FP is.
+    out.push(arch.fixed_ra_offset().to_le_bytes()[0]);
     out.push(0); // No auxiliary header.
     out.extend_from_slice(&num_fdes.to_le_bytes());
     out.extend_from_slice(&num_fres.to_le_bytes());
@@ -155,16 +159,17 @@ fn control(reg: u16, deref: bool, reg_p: bool) -> i64 {
 }
 
 /// Writes the info byte and data words of one FRE.
-fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool) {
-    let sp_based = u8::from(row.cfa.reg == REG_RSP);
+fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool, arch: Arch) {
+    let sp_based = u8::from(row.cfa.reg == arch.sp());
     if row.outermost {
         // No data words: RA undefined.
         out.push(sp_based);
         return;
     }
     // Control words are unsigned, offsets signed; one size fits all words
-    // of an FRE.
-    let mut words: [(i64, bool); 5] = [(0, false); 5];
+    // of an FRE. At most 6: a FLEX FRE with CFA, RA and FP pairs (AArch64;
+    // x86-64 has at most 5, RA being padding).
+    let mut words: [(i64, bool); 6] = [(0, false); 6];
     let mut n = 0usize;
     let mut put = |v: i64, unsigned: bool| {
         if let Some(w) = words.get_mut(n) {
@@ -175,21 +180,33 @@ fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool) {
     if flex {
         put(control(row.cfa.reg, row.cfa.deref, true), true);
         put(i64::from(row.cfa.offset), false);
-        match row.fp {
-            FpRule::Unchanged => {}
-            FpRule::AtCfa(k) => {
-                put(0, true); // RA: padding, the fixed CFA-8.
+        let fp = match row.fp {
+            FpRule::Unchanged => None,
+            FpRule::AtCfa(k) => Some((control(0, true, false), k)),
+            FpRule::AtReg { reg, offset } => Some((control(reg, true, true), offset)),
+        };
+        match row.ra {
+            RaRule::AtCfa(k) => {
                 put(control(0, true, false), true);
                 put(i64::from(k), false);
             }
-            FpRule::AtReg { reg, offset } => {
-                put(0, true);
-                put(control(reg, true, true), true);
-                put(i64::from(offset), false);
-            }
+            // Padding: the ABI's default (x86-64: the fixed CFA-8;
+            // AArch64: still in x30), needed only in front of an FP rule.
+            RaRule::Default if fp.is_some() => put(0, true),
+            RaRule::Default => {}
+        }
+        if let Some((word, k)) = fp {
+            put(word, true);
+            put(i64::from(k), false);
         }
     } else {
         put(i64::from(row.cfa.offset), false);
+        // DEFAULT FREs: the RA offset only without a fixed one (AArch64),
+        // then the FP offset (needs_flex sends an FP offset without an RA
+        // offset on AArch64 to FLEX).
+        if let RaRule::AtCfa(k) = row.ra {
+            put(i64::from(k), false);
+        }
         if let FpRule::AtCfa(k) = row.fp {
             put(i64::from(k), false);
         }
@@ -211,9 +228,10 @@ fn write_fre(out: &mut Vec<u8>, row: &Row, flex: bool) {
     } else {
         (2, 4)
     };
-    // n <= 5 fits the 4-bit count.
+    // n <= 6 fits the 4-bit count.
     let count = u8::try_from(n).unwrap_or(0) & 0xf;
-    out.push(sp_based | (count << 1) | (code << 5));
+    let mangled = if row.mangled_ra { FRE_MANGLED_RA } else { 0 };
+    out.push(sp_based | (count << 1) | (code << 5) | mangled);
     for &(v, _) in used {
         put_le(out, v, size);
     }

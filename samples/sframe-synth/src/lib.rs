@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! SFrame generator: builds an SFrame section for an x86-64 object from
-//! its `.eh_frame` call frame information, for objects built without
-//! `-Wa,--gsframe` (in practice: nearly all of them).
+//! SFrame generator: builds an SFrame section for an x86-64 or AArch64
+//! (little endian) object from its `.eh_frame` call frame information,
+//! for objects built without `-Wa,--gsframe` (in practice: nearly all of
+//! them).
 //!
 //! Two inputs:
 //!
@@ -14,8 +15,9 @@
 //!   ([`eh_frame_address`] gives where `.eh_frame` starts).
 //!
 //! The work: every FDE's CFI program is run (gimli's `UnwindTable`), each
-//! row converted by [`map_row`] (a pure function; a row that cannot be
-//! expressed is left out and counted by [`Reason`]), rows grouped into
+//! row converted by [`map_row`] (x86-64) or [`aarch64::map_row`] (pure
+//! functions; a row that cannot be expressed is left out and counted by
+//! [`Reason`]), rows grouped into
 //! SFrame FDEs and written as a V3 section (V2 on request). The bytes are
 //! validated with this project's decoder, the one the kernel module runs,
 //! before they are returned.
@@ -30,6 +32,8 @@
 //! work budget ([`Options::max_work`]); bad entries are counted and
 //! skipped, only "nothing usable at all" is an error.
 
+pub mod aarch64;
+mod arch;
 mod cfi;
 mod elf;
 mod encode;
@@ -40,6 +44,7 @@ pub mod row;
 
 use core::fmt;
 
+pub use crate::arch::Arch;
 pub use crate::cfi::CfiSections;
 
 // `FINGERPRINT`, written by build.rs.
@@ -64,6 +69,10 @@ pub struct Options {
     /// Work budget in units of CFI bytes read and rows evaluated; `None`
     /// for the default, 16 units per input byte plus 1 Mi.
     pub max_work: Option<u64>,
+    /// The architecture of the CFI given to [`synth_mapped`] and
+    /// [`synth`] (default x86-64); [`synth_elf`] takes it from the ELF
+    /// header instead. The section is written for its SFrame ABI.
+    pub arch: Arch,
 }
 
 impl Default for Options {
@@ -71,6 +80,7 @@ impl Default for Options {
         Options {
             version: Version::V3,
             max_work: None,
+            arch: Arch::X86_64,
         }
     }
 }
@@ -96,8 +106,8 @@ pub struct Synthesized {
 pub enum Error {
     /// Not an ELF file, or a malformed one (`object`'s message).
     Elf(String),
-    /// Not an x86-64 little-endian ELF64 object.
-    NotX86_64,
+    /// Not an x86-64 or AArch64 little-endian ELF64 object.
+    UnsupportedMachine,
     /// A relocatable object (`.o`): its CFI addresses are not final.
     Relocatable,
     /// Neither `.eh_frame` nor `PT_GNU_EH_FRAME` found.
@@ -117,7 +127,9 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Error::Elf(msg) => write!(f, "not a usable ELF file: {msg}"),
-            Error::NotX86_64 => f.write_str("not an x86-64 little-endian ELF64 object"),
+            Error::UnsupportedMachine => {
+                f.write_str("not an x86-64 or AArch64 little-endian ELF64 object")
+            }
             Error::Relocatable => f.write_str("a relocatable object: addresses are not final"),
             Error::NoEhFrame => f.write_str("no .eh_frame"),
             Error::BadEhFrameHdr => f.write_str("unreadable .eh_frame_hdr"),
@@ -136,11 +148,12 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {}
 
 /// Generates the SFrame section of an ELF file image (an executable or a
-/// shared object). Addresses are link-time addresses. FDEs outside the
-/// executable `PT_LOAD` segments are refused.
+/// shared object) of either architecture, whatever `opts.arch` says.
+/// Addresses are link-time addresses. FDEs outside the executable
+/// `PT_LOAD` segments are refused.
 pub fn synth_elf(file: &[u8], opts: &Options) -> Result<Synthesized, Error> {
-    let sections = elf::cfi_sections(file)?;
-    synth(&sections, opts)
+    let (sections, arch) = elf::cfi_sections(file)?;
+    synth(&sections, &Options { arch, ..*opts })
 }
 
 /// Generates the SFrame section of an object mapped in memory.
@@ -173,7 +186,8 @@ pub fn eh_frame_address(eh_frame_hdr: &[u8], hdr_addr: u64) -> Result<u64, Error
     cfi::eh_frame_ptr(eh_frame_hdr, hdr_addr).ok_or(Error::BadEhFrameHdr)
 }
 
-/// Generates the SFrame section for the CFI sections `cfi`.
+/// Generates the SFrame section for the CFI sections `cfi`, of
+/// `opts.arch`.
 pub fn synth(cfi: &CfiSections<'_>, opts: &Options) -> Result<Synthesized, Error> {
     let v3 = opts.version == Version::V3;
     let input_len = cfi
@@ -186,7 +200,7 @@ pub fn synth(cfi: &CfiSections<'_>, opts: &Options) -> Result<Synthesized, Error
             .saturating_add(1 << 20)
     });
     let mut stats = Stats::default();
-    let mut pieces = cfi::collect(cfi, v3, max_work, &mut stats).finish();
+    let mut pieces = cfi::collect(cfi, opts.arch, v3, max_work, &mut stats).finish();
 
     let Some(base) = pieces.first().map(|p| p.start) else {
         return Err(Error::NothingUsable(Box::new(stats)));
@@ -211,7 +225,7 @@ pub fn synth(cfi: &CfiSections<'_>, opts: &Options) -> Result<Synthesized, Error
     stats.sframe_fres = pieces.iter().map(|p| p.fres.len() as u64).sum();
     stats.bytes_covered = pieces.iter().map(|p| u64::from(p.size)).sum();
 
-    let section = encode(&pieces, opts.version, base).map_err(|e| match e {
+    let section = encode(&pieces, opts.version, base, opts.arch).map_err(|e| match e {
         EncodeError::TooLarge => Error::TooLarge,
         // Pieces are checked before encoding; reaching these is a bug.
         EncodeError::StartRange | EncodeError::FlexInV2 => {

@@ -11,6 +11,7 @@
 
 use crate::row::Mapped;
 use crate::row::Row;
+use crate::Arch;
 use crate::Reason;
 use crate::Stats;
 
@@ -46,8 +47,8 @@ impl Piece {
         self.start.saturating_add(u64::from(self.size))
     }
 
-    pub(crate) fn needs_flex(&self) -> bool {
-        self.fres.iter().any(|(_, row)| row.needs_flex())
+    pub(crate) fn needs_flex(&self, arch: Arch) -> bool {
+        self.fres.iter().any(|(_, row)| row.needs_flex(arch))
     }
 }
 

@@ -22,9 +22,12 @@ pub enum Reason {
     /// The CFA offset does not fit the 32-bit SFrame offset.
     CfaOffset,
     /// The return address is not saved at CFA-8 (the fixed RA offset of
-    /// the AMD64 SFrame header), nor undefined (outermost frame).
+    /// the AMD64 SFrame header), nor undefined (outermost frame); on
+    /// AArch64: neither in `x30`, nor saved at a 32-bit offset from the
+    /// CFA, nor undefined (moved to another register, say).
     RaRule,
-    /// The CIE's return-address column is not `rip` (16).
+    /// The CIE's return-address column is not `rip` (16) or, on AArch64,
+    /// `x30` (30).
     RaColumn,
     /// `rbp` is recovered by a rule SFrame cannot express: from another
     /// register, as a value, or by an expression other than a DRAP save.
@@ -52,11 +55,19 @@ pub enum Reason {
     /// The FDE is not inside the object's executable range (a stale FDE
     /// of a discarded section, or a corrupt address).
     OutsideText,
+    /// AArch64, SFrame V2: `x29` saved while the return address is still
+    /// in `x30` (a DEFAULT FRE gives the FP offset only after an RA
+    /// offset; V3 uses a FLEX FDE).
+    FpWithoutRa,
+    /// AArch64: the FDE uses `DW_CFA_AARCH64_negate_ra_state_with_pc`
+    /// (PAuth_LR signing), which gimli cannot evaluate and SFrame V2 cannot
+    /// express; the whole FDE is left out, as GNU as 2.44 does.
+    PauthLr,
 }
 
 impl Reason {
     /// Every reason, in report order.
-    pub const ALL: [Reason; 15] = [
+    pub const ALL: [Reason; 17] = [
         Reason::CfaExpression,
         Reason::CfaRegister,
         Reason::CfaOffset,
@@ -72,6 +83,8 @@ impl Reason {
         Reason::AddressRange,
         Reason::WorkLimit,
         Reason::OutsideText,
+        Reason::FpWithoutRa,
+        Reason::PauthLr,
     ];
 
     /// A short stable name (for reports and JSON).
@@ -92,6 +105,8 @@ impl Reason {
             Reason::AddressRange => "address-range",
             Reason::WorkLimit => "work-limit",
             Reason::OutsideText => "outside-text",
+            Reason::FpWithoutRa => "fp-without-ra",
+            Reason::PauthLr => "pauth-lr",
         }
     }
 
@@ -112,6 +127,8 @@ impl Reason {
             Reason::AddressRange => 12,
             Reason::WorkLimit => 13,
             Reason::OutsideText => 14,
+            Reason::FpWithoutRa => 15,
+            Reason::PauthLr => 16,
         }
     }
 }

@@ -4,22 +4,25 @@
 //! information gives for a PC range) to one SFrame row, or the reason it
 //! has none.
 //!
-//! A pure function of the row, without gimli: [`map_row`]. x86-64 only.
-//! SFrame describes three things per PC: the CFA (a register plus an
-//! offset), where the return address is (always CFA-8 on AMD64: the
-//! header's fixed RA offset) and where the caller's `rbp` is. Every other
-//! register's rule is irrelevant to a stack walk that only needs PC, SP
-//! and FP.
+//! A pure function of the row, without gimli: [`map_row`] for x86-64
+//! (this file), [`crate::aarch64::map_row`] for AArch64. SFrame describes
+//! three things per PC: the CFA (a register plus an offset), where the
+//! return address is (always CFA-8 on AMD64: the header's fixed RA
+//! offset; per row on AArch64) and where the caller's frame pointer is.
+//! Every other register's rule is irrelevant to a stack walk that only
+//! needs PC, SP and FP.
 
+use crate::arch;
 use crate::expr;
+use crate::Arch;
 use crate::Reason;
 
 /// DWARF register number of `rbp` on x86-64.
-pub const REG_RBP: u16 = 6;
+pub const REG_RBP: u16 = arch::X86_64_FP;
 /// DWARF register number of `rsp` on x86-64.
-pub const REG_RSP: u16 = 7;
+pub const REG_RSP: u16 = arch::X86_64_SP;
 /// DWARF register number of the return address column (`rip`) on x86-64.
-pub const REG_RA: u16 = 16;
+pub const REG_RA: u16 = arch::X86_64_RA;
 
 /// How to compute the CFA at one PC, as DWARF states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +41,9 @@ pub enum CfiCfa<'a> {
 /// How to recover one register, as DWARF states it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum CfiRule<'a> {
-    /// No rule, or `DW_CFA_undefined` (gimli does not tell them apart).
+    /// No rule, or `DW_CFA_undefined` (gimli does not tell them apart;
+    /// for the AArch64 return address the reader does, and gives "no rule"
+    /// as [`CfiRule::SameValue`]: the return address is still in `x30`).
     Undefined,
     /// `DW_CFA_same_value`.
     SameValue,
@@ -63,17 +68,22 @@ pub struct CfiRow<'a> {
     pub cfa: CfiCfa<'a>,
     /// The return address column's rule.
     pub ra: CfiRule<'a>,
-    /// `rbp`'s rule.
+    /// The frame pointer's rule (`rbp`, `x29`).
     pub fp: CfiRule<'a>,
     /// The CIE is a signal trampoline's (`S` augmentation).
     pub signal_frame: bool,
+    /// AArch64: the return address is signed (`RA_SIGN_STATE` is 1, after
+    /// an odd number of `DW_CFA_AARCH64_negate_ra_state`); always false on
+    /// x86-64.
+    pub ra_signed: bool,
 }
 
 /// The CFA of an SFrame row: `*(reg + offset)` if `deref`, else
 /// `reg + offset`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Cfa {
-    /// DWARF register number (7 `rsp` or 6 `rbp` in DEFAULT FDEs).
+    /// DWARF register number (in DEFAULT FDEs the stack or frame pointer:
+    /// 7 `rsp` or 6 `rbp`, 31 `sp` or 29 `x29`).
     pub reg: u16,
     /// Signed offset.
     pub offset: i32,
@@ -81,7 +91,18 @@ pub struct Cfa {
     pub deref: bool,
 }
 
-/// Where the caller's `rbp` is.
+/// Where the return address is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RaRule {
+    /// The ABI's default, which the FRE does not spell out: at CFA-8 on
+    /// x86-64 (the header's fixed offset), still in the link register
+    /// `x30` on AArch64.
+    Default,
+    /// Saved at `CFA + offset` (AArch64).
+    AtCfa(i32),
+}
+
+/// Where the caller's frame pointer (`rbp`, `x29`) is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FpRule {
     /// Not saved: `rbp` still holds the caller's value.
@@ -97,15 +118,21 @@ pub enum FpRule {
     },
 }
 
-/// One SFrame row: the return address is at CFA-8 unless `outermost`.
+/// One SFrame row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Row {
     /// The CFA rule (ignored when `outermost`).
     pub cfa: Cfa,
-    /// The `rbp` rule (ignored when `outermost`).
+    /// The return address rule (ignored when `outermost`): always
+    /// [`RaRule::Default`] on x86-64.
+    pub ra: RaRule,
+    /// The frame pointer rule (ignored when `outermost`).
     pub fp: FpRule,
     /// The return address is undefined: nothing to unwind to.
     pub outermost: bool,
+    /// AArch64: the return address is signed (FRE info bit 7); false on
+    /// x86-64 and in outermost rows.
+    pub mangled_ra: bool,
 }
 
 impl Row {
@@ -116,30 +143,48 @@ impl Row {
             offset: 0,
             deref: false,
         },
+        ra: RaRule::Default,
         fp: FpRule::Unchanged,
         outermost: true,
+        mangled_ra: false,
     };
 
     /// `rsp + offset`, `rbp` unchanged.
     pub fn sp(offset: i32) -> Row {
+        Row::sp_of(Arch::X86_64, offset)
+    }
+
+    /// `sp + offset` on `arch`: the return address where the ABI has it
+    /// (x86-64: CFA-8; AArch64: in `x30`), the frame pointer unchanged.
+    pub fn sp_of(arch: Arch, offset: i32) -> Row {
         Row {
             cfa: Cfa {
-                reg: REG_RSP,
+                reg: arch.sp(),
                 offset,
                 deref: false,
             },
+            ra: RaRule::Default,
             fp: FpRule::Unchanged,
             outermost: false,
+            mangled_ra: false,
         }
     }
 
-    /// Whether the row needs a V3 FLEX FDE (a DEFAULT FDE cannot say it).
-    pub fn needs_flex(&self) -> bool {
+    /// Whether the row needs a V3 FLEX FDE (a DEFAULT FDE cannot say it):
+    /// a CFA not `sp`/`fp + offset`, a frame pointer saved relative to a
+    /// register, or (AArch64) one saved while the return address is still
+    /// in `x30` (DEFAULT FREs give the FP offset only after an RA offset).
+    pub fn needs_flex(&self, arch: Arch) -> bool {
         if self.outermost {
             return false;
         }
-        let cfa_default = !self.cfa.deref && matches!(self.cfa.reg, REG_RSP | REG_RBP);
-        let fp_default = matches!(self.fp, FpRule::Unchanged | FpRule::AtCfa(_));
+        let cfa_reg = self.cfa.reg;
+        let cfa_default = !self.cfa.deref && (cfa_reg == arch.sp() || cfa_reg == arch.fp());
+        let fp_default = match self.fp {
+            FpRule::Unchanged => true,
+            FpRule::AtCfa(_) => arch == Arch::X86_64 || self.ra != RaRule::Default,
+            FpRule::AtReg { .. } => false,
+        };
         !(cfa_default && fp_default)
     }
 }
@@ -186,13 +231,13 @@ pub fn map_row(cfi: &CfiRow<'_>, flex: bool) -> Result<Mapped, Reason> {
                 return Err(Reason::CfaRegister);
             }
             Ok(Mapped::Row(Row {
+                fp,
                 cfa: Cfa {
                     reg,
                     offset,
                     deref: false,
                 },
-                fp,
-                outermost: false,
+                ..Row::sp(0)
             }))
         }
         CfiCfa::Expression(bytes) => {
@@ -214,13 +259,13 @@ pub fn map_row(cfi: &CfiRow<'_>, flex: bool) -> Result<Mapped, Reason> {
             }
             match expr::breg_deref(bytes) {
                 Some((reg, offset)) if flex => Ok(Mapped::Row(Row {
+                    fp,
                     cfa: Cfa {
                         reg,
                         offset,
                         deref: true,
                     },
-                    fp,
-                    outermost: false,
+                    ..Row::sp(0)
                 })),
                 _ => Err(Reason::CfaExpression),
             }
@@ -228,7 +273,8 @@ pub fn map_row(cfi: &CfiRow<'_>, flex: bool) -> Result<Mapped, Reason> {
     }
 }
 
-fn map_fp(rule: CfiRule<'_>, flex: bool) -> Result<FpRule, Reason> {
+/// The frame pointer rule (any architecture: the registers are DWARF's).
+pub(crate) fn map_fp(rule: CfiRule<'_>, flex: bool) -> Result<FpRule, Reason> {
     match rule {
         CfiRule::Undefined | CfiRule::SameValue => Ok(FpRule::Unchanged),
         CfiRule::Offset(k) => i32::try_from(k)
@@ -253,6 +299,7 @@ mod tests {
             ra: CfiRule::Offset(-8),
             fp,
             signal_frame: false,
+            ra_signed: false,
         }
     }
 
@@ -286,7 +333,7 @@ mod tests {
                     deref: false
                 },
                 fp: FpRule::AtCfa(-16),
-                outermost: false
+                ..Row::sp(0)
             }))
         );
     }
@@ -368,10 +415,10 @@ mod tests {
                 reg: REG_RBP,
                 offset: 0,
             },
-            outermost: false,
+            ..Row::sp(0)
         };
         assert_eq!(map_row(&r, true), Ok(Mapped::Row(want)));
-        assert!(want.needs_flex());
+        assert!(want.needs_flex(Arch::X86_64));
         let r = row(CfiCfa::Expression(&cfa), CfiRule::Undefined);
         assert_eq!(map_row(&r, false), Err(Reason::CfaExpression));
     }

@@ -7,16 +7,19 @@
 
 mod common;
 
+use common::aarch64_fixtures;
 use common::compare;
 use common::elf_sframe;
 use common::fixtures;
 use common::known_rule;
 use common::Report;
+use sframe::Abi;
 use sframe::Section;
 use sframe::Version;
 use sframe_synth::synth_elf;
 use sframe_synth::Options;
 use sframe_synth::Synthesized;
+use std::path::PathBuf;
 
 fn options(version: Version) -> Options {
     Options {
@@ -34,14 +37,34 @@ fn checked(out: &Synthesized, version: Version) -> Section<'_> {
 }
 
 fn run(dirs: &[&str], version: Version) -> Report {
+    let sets: Vec<(&str, Vec<PathBuf>)> = dirs.iter().map(|d| (*d, fixtures(d))).collect();
+    run_sets(&sets, version)
+}
+
+fn run_sets(sets: &[(&str, Vec<PathBuf>)], version: Version) -> Report {
     let mut total = Report::default();
-    for dir in dirs {
-        for path in fixtures(dir) {
-            let elf = std::fs::read(&path).unwrap();
+    for (dir, paths) in sets {
+        for path in paths {
+            let elf = std::fs::read(path).unwrap();
             let (oracle_bytes, oracle_addr) = elf_sframe(&elf).expect("fixture has .sframe");
             let oracle = Section::parse(&oracle_bytes, oracle_addr).unwrap();
             let ours = synth_elf(&elf, &options(version)).unwrap();
             let section = checked(&ours, version);
+            // The header as GNU as writes it for the ABI (fixed offsets,
+            // and the flags of the version written).
+            assert_eq!(section.abi(), oracle.abi(), "{}", path.display());
+            assert_eq!(
+                section.cfa_fixed_ra_offset(),
+                oracle.cfa_fixed_ra_offset(),
+                "{}",
+                path.display()
+            );
+            assert_eq!(section.cfa_fixed_fp_offset(), 0);
+            if version == Version::V2 && oracle.version() == Version::V2 {
+                // v2-pcrel's oracles were rewritten to PC-relative starts.
+                let want = oracle.flags() & !sframe::FLAG_FDE_FUNC_START_PCREL;
+                assert_eq!(section.flags(), want, "{}", path.display());
+            }
             let r = compare(&elf, &oracle, &section, &ours.stats);
             println!(
                 "{dir}/{}: {} of {} PCs agree ({:.2}%), {:?}, {} more PCs covered; \
@@ -80,6 +103,67 @@ fn check(total: &Report) {
     assert_eq!(total.unexplained_count, 0, "{:#?}", total.unexplained);
     assert!(total.explained.keys().all(|k| known_rule(k)));
     assert!(total.share() >= 0.995, "agreement {:.4}", total.share());
+}
+
+/// AArch64 (ABI 2) output against GNU as 2.44's (SFrame V2), row by row
+/// at every instruction: CFA base and offset, RA rule (in x30 or at
+/// CFA + off), FP rule and the mangled-RA bit. The disagreements, named
+/// by `compare`: `as-v2-undefined-ra` (`.cfi_undefined x30`: as 2.44
+/// writes an ordinary row, the generator an outermost one) and
+/// `refused:signal-frame` (as writes the signal trampoline's CFI as an
+/// ordinary function; the kernel unwinder knows `rt_sigreturn` itself).
+fn aarch64(version: Version) -> Report {
+    let fixtures = aarch64_fixtures();
+    assert!(fixtures.len() >= 11, "{} AArch64 fixtures", fixtures.len());
+    for path in &fixtures {
+        let elf = std::fs::read(path).unwrap();
+        let (bytes, addr) = elf_sframe(&elf).unwrap();
+        let oracle = Section::parse(&bytes, addr).unwrap();
+        assert_eq!(oracle.abi(), Abi::Aarch64Le, "{}", path.display());
+    }
+    run_sets(&[("aarch64", fixtures)], version)
+}
+
+#[test]
+fn aarch64_v2_output_matches_gas() {
+    check(&aarch64(Version::V2));
+}
+
+#[test]
+fn aarch64_v3_output_matches_gas() {
+    check(&aarch64(Version::V3));
+}
+
+/// The PAC-signed fixtures have signed rows, and the generator agrees on
+/// them: the mangled-RA bit is compared, not only present.
+#[test]
+fn aarch64_mangled_rows_are_compared() {
+    let mut signed = 0u64;
+    for path in aarch64_fixtures() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        let elf = std::fs::read(&path).unwrap();
+        let ours = synth_elf(&elf, &options(Version::V2)).unwrap();
+        let section = checked(&ours, Version::V2);
+        let (bytes, addr) = elf_sframe(&elf).unwrap();
+        let oracle = Section::parse(&bytes, addr).unwrap();
+        let mut here = 0u64;
+        for fde in oracle.fdes() {
+            let fde = fde.unwrap();
+            for pc in (fde.start..fde.end()).step_by(4) {
+                let want = oracle.find_row(pc).unwrap();
+                if want.is_some_and(|w| w.mangled_ra) {
+                    here += 1;
+                    let got = section.find_row(pc).unwrap();
+                    assert!(got.is_some_and(|g| g.mangled_ra), "{name} {pc:#x}");
+                }
+            }
+        }
+        if name.ends_with("-pac") {
+            assert!(here > 0, "{name}: no signed rows");
+        }
+        signed += here;
+    }
+    println!("{signed} signed instructions agree");
 }
 
 #[test]
@@ -173,5 +257,53 @@ fn v1_fixture_converts() {
                 out.stats.sframe_fdes
             );
         }
+    }
+}
+
+/// What the edge cases of `edges.c` become, beyond the comparison (gas
+/// has no FDE for most of them): glibc's `_start` (crt1.o, whose CFI says
+/// `DW_CFA_undefined x30` after its first instruction) ends the stack,
+/// PAuth_LR functions are left out whole, `x29` saved without `x30` is
+/// refused in V2 and a FLEX row in V3, as is a CFA in x16.
+#[test]
+fn aarch64_edges() {
+    let path = common::synth_fixtures_dir().join("aarch64/edges");
+    let elf = std::fs::read(&path).unwrap();
+    let file = object::File::parse(&*elf).unwrap();
+    let entry = object::Object::entry(&file);
+    for version in [Version::V2, Version::V3] {
+        let out = synth_elf(&elf, &options(version)).unwrap();
+        let section = checked(&out, version);
+        let at = |pc: u64| section.find_row(pc).unwrap();
+        let first = at(entry).expect("row at _start");
+        assert!(!first.outermost && first.ra == sframe::RegRule::Unchanged);
+        assert!(at(entry + 4).expect("row at _start + 4").outermost);
+        let s = &out.stats;
+        assert_eq!(s.refused(sframe_synth::Reason::PauthLr).fdes, 1);
+        assert_eq!(s.refused(sframe_synth::Reason::RaRule).rows, 1);
+        assert_eq!(s.refused(sframe_synth::Reason::SignalFrame).rows, 1);
+        let v2 = version == Version::V2;
+        assert_eq!(
+            s.refused(sframe_synth::Reason::FpWithoutRa).rows,
+            u64::from(v2)
+        );
+        assert_eq!(
+            s.refused(sframe_synth::Reason::CfaRegister).rows,
+            u64::from(v2)
+        );
+        let flex = section
+            .fdes()
+            .filter(|f| f.unwrap().fde_type == sframe::FdeType::Flex)
+            .count();
+        assert_eq!(flex, if v2 { 0 } else { 2 }, "{version:?}");
+        // a64_fp_only after `str x29, [sp, #-16]!`: RA still in x30 (a
+        // padding word), FP at CFA-16.
+        let fp_only = section
+            .fdes()
+            .map(|f| f.unwrap())
+            .filter(|f| f.fde_type == sframe::FdeType::Flex)
+            .flat_map(|f| section.fres(&f).map(|r| r.unwrap().row).collect::<Vec<_>>())
+            .any(|r| r.ra == sframe::RegRule::Unchanged && r.fp == sframe::RegRule::AtCfa(-16));
+        assert_eq!(fp_only, !v2);
     }
 }

@@ -33,7 +33,7 @@ fn replay_fuzz_corpus() {
         seeds_ok += usize::from(ok && seed);
     }
     // The seeds from real objects and the hand-built ones all convert.
-    assert!(seeds_ok >= 30, "{seeds_ok} seeds produced a section");
+    assert!(seeds_ok >= 41, "{seeds_ok} seeds produced a section");
 }
 
 const CUT: usize = 4096;
@@ -69,6 +69,69 @@ fn write_seed_corpus() {
             ));
         }
     }
+    // AArch64 fixtures (plain and PAC-signed), through synth_mapped.
+    for path in common::aarch64_fixtures() {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if !matches!(
+            name.as_str(),
+            "chain" | "chain-pac" | "edges-pac" | "libedges.so"
+        ) {
+            continue;
+        }
+        let elf = fs::read(&path).unwrap();
+        let file = object::File::parse(&*elf).unwrap();
+        let eh = file.section_by_name(".eh_frame").unwrap();
+        let hdr = file.section_by_name(".eh_frame_hdr").unwrap();
+        let data = eh.data().unwrap();
+        let data = &data[..data.len().min(CUT)];
+        let gap = eh.address() - hdr.address();
+        let mut h = hdr.data().unwrap().to_vec();
+        h.resize(gap as usize, 0);
+        seeds.push((
+            format!("aarch64-{name}-hdr"),
+            harness::join_aarch64(false, eh.address(), &h, data),
+        ));
+        seeds.push((
+            format!("aarch64-{name}-walk-v2"),
+            harness::join_aarch64(true, eh.address(), &[], data),
+        ));
+    }
+    // Hand-built AArch64: signing, PAuth_LR, x30 undefined, in x9.
+    let mut b = EhB::new(0x2000);
+    let cie = b.cie_aarch64();
+    b.fde(
+        cie,
+        0x1000,
+        0x40,
+        &[
+            0x41, 0x2d, 0x41, 0x0e, 32, 0x9d, 4, 0x9e, 3, 0x41, 0x0d, 29, 0x0a, 0x41, 0xde, 0xdd,
+            0x2d, 0x41, 0x0b,
+        ],
+    );
+    b.fde(cie, 0x1100, 0x20, &[0x41, 0x2c, 0x41, 0x0e, 16]);
+    b.fde(cie, 0x1200, 0x20, &[0x41, 0x07, 30, 0x41, 0x09, 30, 9]);
+    b.fde(
+        cie,
+        0x1300,
+        0x20,
+        &[0x41, 0x0e, 16, 0x9d, 2, 0x41, 0x0c, 16, 0],
+    );
+    let eh = b.finish();
+    seeds.push((
+        "hand-aarch64-v3".into(),
+        harness::join_aarch64(false, 0x2000, &[], &eh),
+    ));
+    seeds.push((
+        "hand-aarch64-v2".into(),
+        harness::join_aarch64(true, 0x2000, &[], &eh),
+    ));
+    // The whole AArch64 ELF, for synth_elf.
+    let small = fs::read(common::synth_fixtures_dir().join("aarch64/vla-pac")).unwrap();
+    seeds.push((
+        "elf-aarch64-vla-pac".into(),
+        harness::join_elf(false, &small),
+    ));
+
     // Hand-built: PLT expression, DRAP, signal frame, undefined RA, and a
     // program with every refusal.
     let mut b = EhB::new(0x2000);

@@ -48,9 +48,21 @@ impl EhB {
     /// A CIE: "zR", code alignment 1, data alignment -8, RA column `ra`,
     /// FDE pointer encoding `enc`, then `instrs`; `signal` adds "S".
     pub fn cie_with(&mut self, enc: u8, ra: u8, signal: bool, instrs: &[u8]) -> usize {
+        self.cie_aligned(1, enc, ra, signal, instrs)
+    }
+
+    /// [`EhB::cie_with`] with code alignment factor `code_align`.
+    pub fn cie_aligned(
+        &mut self,
+        code_align: u64,
+        enc: u8,
+        ra: u8,
+        signal: bool,
+        instrs: &[u8],
+    ) -> usize {
         let mut b = vec![0, 0, 0, 0, 1];
         b.extend_from_slice(if signal { b"zRS\0" } else { b"zR\0" });
-        b.push(1); // code alignment factor
+        uleb(&mut b, code_align);
         b.push(0x78); // data alignment factor -8
         b.push(ra);
         b.push(1); // augmentation data length
@@ -62,6 +74,12 @@ impl EhB {
     /// The usual x86-64 CIE: CFA = rsp + 8, RA at CFA-8.
     pub fn cie(&mut self) -> usize {
         self.cie_with(PCREL_SDATA4, 16, false, &[0x0c, 7, 8, 0x90, 1])
+    }
+
+    /// The usual AArch64 CIE (GCC's): code alignment 4, RA column x30,
+    /// CFA = sp + 0, RA still in x30.
+    pub fn cie_aarch64(&mut self) -> usize {
+        self.cie_aligned(4, PCREL_SDATA4, 30, false, &[0x0c, 31, 0])
     }
 
     /// An FDE of the CIE at `cie`, for `[start, start + len)`, whose
@@ -88,6 +106,13 @@ impl EhB {
 
     pub fn fde(&mut self, cie: usize, start: u64, len: u64, instrs: &[u8]) -> usize {
         self.fde_with(cie, PCREL_SDATA4, start, len, instrs)
+    }
+
+    /// The section so far with a zero terminator, the builder kept.
+    pub fn bytes_with_terminator(&self) -> Vec<u8> {
+        let mut out = self.bytes.clone();
+        out.extend_from_slice(&[0, 0, 0, 0]);
+        out
     }
 
     /// The section with its zero terminator.

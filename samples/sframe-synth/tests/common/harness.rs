@@ -4,7 +4,8 @@
 //! `cargo test` (which replays the committed corpus).
 //!
 //! Input: one flag byte (bit 0: write V2; bit 1: the rest is an ELF file
-//! image, for `synth_elf`), then for `synth_mapped`: 8 bytes `.eh_frame`
+//! image, for `synth_elf`; bit 2: a tiny work budget; bit 3: AArch64 CFI
+//! for `synth_mapped`), then for `synth_mapped`: 8 bytes `.eh_frame`
 //! address (little endian), 2 bytes `.eh_frame_hdr` length `n`, `n` bytes
 //! of `.eh_frame_hdr` (placed just below `.eh_frame`), the rest
 //! `.eh_frame`.
@@ -17,6 +18,7 @@
 use sframe::Section;
 use sframe_synth::synth_elf;
 use sframe_synth::synth_mapped;
+use sframe_synth::Arch;
 use sframe_synth::Options;
 use sframe_synth::Version;
 
@@ -27,6 +29,13 @@ pub fn join(v2: bool, eh_frame_addr: u64, hdr: &[u8], eh_frame: &[u8]) -> Vec<u8
     out.extend_from_slice(&(hdr.len() as u16).to_le_bytes());
     out.extend_from_slice(hdr);
     out.extend_from_slice(eh_frame);
+    out
+}
+
+/// Builds a harness input for `synth_mapped` of AArch64 CFI.
+pub fn join_aarch64(v2: bool, eh_frame_addr: u64, hdr: &[u8], eh_frame: &[u8]) -> Vec<u8> {
+    let mut out = join(v2, eh_frame_addr, hdr, eh_frame);
+    out[0] |= 8;
     out
 }
 
@@ -51,9 +60,18 @@ pub fn exercise(data: &[u8]) -> bool {
         },
         // Small, so a fuzzer's inputs hit the budget too.
         max_work: if flags & 4 != 0 { Some(64) } else { None },
+        arch: if flags & 8 != 0 {
+            Arch::Aarch64
+        } else {
+            Arch::X86_64
+        },
     };
     let result = if flags & 2 != 0 {
-        synth_elf(rest, &opts)
+        // `object` reads ELF headers in place and wants them 8-byte
+        // aligned, which `rest`, one byte into the input, never is: a
+        // fresh allocation is (the system allocator aligns to 16).
+        let aligned: Vec<u8> = rest.to_vec();
+        synth_elf(&aligned, &opts)
     } else {
         if rest.len() < 10 {
             return false;

@@ -26,9 +26,25 @@ pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rust/sframe/tests/fixtures")
 }
 
+/// `samples/sframe-synth/tests/fixtures`: the generator's own fixtures
+/// (`aarch64/`: built by trixie's cross toolchain, `scripts/sframe-corpus
+/// --aarch64`).
+pub fn synth_fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
 /// The ELF fixtures of one subdirectory (`v2`, `v3`, ...), sorted.
 pub fn fixtures(dir: &str) -> Vec<PathBuf> {
-    let mut out: Vec<PathBuf> = std::fs::read_dir(fixtures_dir().join(dir))
+    elf_files(&fixtures_dir().join(dir))
+}
+
+/// The AArch64 ELF fixtures (plain and `-pac`), sorted.
+pub fn aarch64_fixtures() -> Vec<PathBuf> {
+    elf_files(&synth_fixtures_dir().join("aarch64"))
+}
+
+fn elf_files(dir: &Path) -> Vec<PathBuf> {
+    let mut out: Vec<PathBuf> = std::fs::read_dir(dir)
         .expect("fixture directory")
         .map(|e| e.unwrap().path())
         .filter(|p| p.extension().map_or(true, |e| e == "so"))
@@ -52,7 +68,9 @@ pub fn section_name(elf: &[u8], pc: u64) -> Option<String> {
         .and_then(|s| s.name().ok().map(str::to_string))
 }
 
-/// What a row says, for comparison (signal/pauth bits ignored).
+/// What a row says, for comparison (the signal frame bit and the FDE's
+/// pauth key ignored; the mangled-RA bit compared: always clear on
+/// x86-64).
 #[derive(Debug, PartialEq, Eq)]
 pub enum Rule {
     Outermost,
@@ -60,6 +78,7 @@ pub enum Rule {
         cfa: sframe::CfaRule,
         ra: RegRule,
         fp: RegRule,
+        mangled_ra: bool,
     },
 }
 
@@ -71,6 +90,7 @@ pub fn rule(row: &Row) -> Rule {
             cfa: row.cfa,
             ra: row.ra,
             fp: row.fp,
+            mangled_ra: row.mangled_ra,
         }
     }
 }
@@ -112,7 +132,8 @@ impl Report {
     }
 }
 
-/// Compares `ours` with `oracle` at every PC of every oracle function.
+/// Compares `ours` with `oracle` at every PC of every oracle function
+/// (AArch64: every instruction, 4 bytes apart).
 ///
 /// Named rules for a disagreement:
 /// - `ld-plt-got-sp16`: in `.plt.got`, ld's SFrame says CFA = SP+16, its
@@ -121,12 +142,18 @@ impl Report {
 /// - `as-v2-undefined-ra`: binutils 2.44 (SFrame V2) writes a function
 ///   with `.cfi_undefined rip` as an ordinary frame; the generator (and
 ///   binutils 2.46, SFrame V3) marks it outermost.
+///   The same for `.cfi_undefined x30` on AArch64 (2.44 writes "CFA =
+///   SP, RA in x30").
 /// - `refused:<reason>`: the generator left the PC out, for that reason.
 pub fn compare(elf: &[u8], oracle: &Section<'_>, ours: &Section<'_>, stats: &Stats) -> Report {
     let mut r = Report::default();
+    let step = match oracle.abi() {
+        sframe::Abi::Aarch64Le | sframe::Abi::Aarch64Be => 4,
+        _ => 1,
+    };
     for fde in oracle.fdes() {
         let fde = fde.unwrap();
-        for pc in fde.start..fde.end() {
+        for pc in (fde.start..fde.end()).step_by(step) {
             let want = oracle.find_row(pc).unwrap();
             let Some(want) = want else { continue };
             r.pcs += 1;
@@ -176,7 +203,7 @@ pub fn compare(elf: &[u8], oracle: &Section<'_>, ours: &Section<'_>, stats: &Sta
     }
     for fde in ours.fdes() {
         let fde = fde.unwrap();
-        for pc in fde.start..fde.end() {
+        for pc in (fde.start..fde.end()).step_by(step) {
             if oracle.find_row(pc).unwrap().is_none() && ours.find_row(pc).unwrap().is_some() {
                 r.extra += 1;
             }
