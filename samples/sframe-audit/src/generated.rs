@@ -24,6 +24,7 @@ use crate::image::Memory;
 use crate::pages::Pages;
 use core::fmt;
 use core::ops::Deref;
+use sframe_synth::Arch;
 use sframe_synth::CfiSections;
 use sframe_synth::Options;
 use std::ffi::CStr;
@@ -202,7 +203,12 @@ pub fn generate(mem: &impl Memory, layout: &Layout) -> Result<Entry, GenerateErr
         exec_range,
     };
     let gen = catch_unwind(AssertUnwindSafe(|| {
-        sframe_synth::synth(&cfi, &Options::default())
+        // The process's own objects: the architecture it runs on.
+        let opts = Options {
+            arch: Arch::HOST,
+            ..Options::default()
+        };
+        sframe_synth::synth(&cfi, &opts)
     }))
     .map_err(|_| GenerateError::Panicked)?
     .map_err(GenerateError::Synth)?;

@@ -29,6 +29,15 @@ pub enum Arch {
 }
 
 impl Arch {
+    /// The architecture this code runs on, that of the objects a loader
+    /// maps next to it (the audit library's, the daemon's targets).
+    #[cfg(target_arch = "aarch64")]
+    pub const HOST: Arch = Arch::Aarch64;
+    /// The architecture this code runs on, that of the objects a loader
+    /// maps next to it (the audit library's, the daemon's targets).
+    #[cfg(not(target_arch = "aarch64"))]
+    pub const HOST: Arch = Arch::X86_64;
+
     /// DWARF number of the stack pointer.
     pub fn sp(self) -> u16 {
         match self {

@@ -46,7 +46,7 @@ pub(crate) enum Command {
     /// as a raw section; prints the base address its function starts are
     /// relative to, and what was covered.
     Synth {
-        /// Executable or shared object (x86-64).
+        /// Executable or shared object (x86-64 or AArch64).
         file: PathBuf,
         /// Where to write the section (default: FILE.sframe).
         #[arg(short, long, value_name = "OUT")]
