@@ -75,6 +75,14 @@ impl CopyIndex {
     pub(super) fn kernel_bytes(&self) -> u64 {
         (self.words.capacity() as u64).saturating_mul(u64::from(u32::BITS / 8))
     }
+
+    /// `section`, parsed from the bytes this index was built for (at any
+    /// address), with lookups through the index: O(1), any context.  An
+    /// index that does not fit (never the case for the copy's own bytes)
+    /// leaves the section as it was: slower lookups, the same rows.
+    pub(super) fn attach<'a>(&'a self, section: sframe::Section<'a>) -> sframe::Section<'a> {
+        section.with_index(&self.words).unwrap_or(section)
+    }
 }
 
 /// What a copy of `bytes_len` section bytes with `index` is charged
