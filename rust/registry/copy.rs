@@ -10,13 +10,22 @@
 //! the last one leaving removes it from the table and uncharges its bytes,
 //! and the memory goes when the last RCU-deferred section lets go of it.
 //!
+//! A copy keeps its lookup index ([`CopyIndex`]), built once when the
+//! copy is made, and its owner is charged for both ([`copy_charge`]).
+//!
 //! Contexts: process context.  Nothing proportional to a section's size
-//! runs under the registry lock: the hash, the validation, the comparison
-//! with an existing copy and the copy of a revived one's bytes run before
-//! it, and the lock only counts the use if the copy is still live.
+//! runs under the registry lock: the hash, the validation, the index's
+//! build, the comparison with an existing copy and the copy of a revived
+//! one's bytes and index run before it, and the lock only counts the use
+//! if the copy is still live.
 
 use super::{
     account::UserAccount,
+    copy_index::{
+        copy_charge,
+        CopyIndex,
+        IndexError, //
+    },
     counters::{
         limit,
         Failure,
@@ -47,9 +56,12 @@ use kernel::{
     sync::Arc, //
 };
 
-/// One distinct SFrame byte string of one user, validated.
+/// One distinct SFrame byte string of one user, validated, and its
+/// lookup index.
 pub(super) struct SectionCopy {
     pub(super) bytes: KVVec<u8>,
+    /// The bytes' lookup index, which every lookup in them goes through.
+    pub(super) index: CopyIndex,
     /// The key of this copy in [`Registry::copies`], a keyed hash of the
     /// owner's account and the bytes.
     key: usize,
@@ -66,7 +78,17 @@ pub(super) struct SectionCopy {
     pub(super) info: CopyInfo,
 }
 
-// SAFETY: As for `Section`: the last reference frees memory only.
+impl SectionCopy {
+    /// What the copy is charged against its owner's and the module's byte
+    /// limits: its bytes and its index.  Never changes: the last use
+    /// gives back what the copy's making took.
+    pub(super) fn charge(&self) -> u64 {
+        copy_charge(self.bytes.len(), &self.index)
+    }
+}
+
+// SAFETY: As for `Section`: the last reference frees memory only (the
+// bytes and the index, with `kvfree()`).
 #[expect(unsafe_code, reason = "a copy's drop frees memory only")]
 unsafe impl TreeValue for Arc<SectionCopy> {
     const DROP_AT_ERASE: bool = false;
@@ -111,8 +133,18 @@ fn format(reason: &'static str) -> Failure {
     Failure::new(EINVAL, SFRAME_FAIL_FORMAT, reason)
 }
 
-/// Validates `bytes` as a section at `sframe_addr`: what it says of itself.
-fn validate(bytes: &[u8], sframe_addr: u64) -> Result<CopyInfo, Failure> {
+/// `EINVAL` or `ENOMEM` for an index that could not be built.
+fn index_failure(e: IndexError) -> Failure {
+    match e {
+        IndexError::Format(e) => format(e.as_str()),
+        IndexError::NoMemory => FAIL_MEM,
+    }
+}
+
+/// Validates `bytes` as a section at `sframe_addr`, then builds its lookup
+/// index: what it says of itself, and the index.  Both reschedule as they
+/// go; the index is charged to the caller's memory cgroup.
+fn validate(bytes: &[u8], sframe_addr: u64) -> Result<(CopyInfo, CopyIndex), Failure> {
     let section = sframe::Section::parse(bytes, sframe_addr).map_err(|e| format(e.as_str()))?;
     section
         .validate(&mut resched)
@@ -124,7 +156,7 @@ fn validate(bytes: &[u8], sframe_addr: u64) -> Result<CopyInfo, Failure> {
         .text_range()
         .map_err(|e| format(e.as_str()))?
         .ok_or(format("section has no FDEs"))?;
-    Ok(CopyInfo {
+    let info = CopyInfo {
         version: match section.version() {
             sframe::Version::V2 => 2,
             sframe::Version::V3 => 3,
@@ -132,7 +164,9 @@ fn validate(bytes: &[u8], sframe_addr: u64) -> Result<CopyInfo, Failure> {
         num_fdes: section.num_fdes(),
         text_lo: lo.wrapping_sub(sframe_addr),
         text_hi: hi.wrapping_sub(sframe_addr),
-    })
+    };
+    let index = CopyIndex::build(&section, &mut resched).map_err(index_failure)?;
+    Ok((info, index))
 }
 
 impl Registry {
@@ -148,7 +182,7 @@ impl Registry {
         if let Some(c) = self.shared_copy(key, owner, &bytes) {
             return Ok(c);
         }
-        let info = validate(&bytes, sframe_addr)?;
+        let (info, index) = validate(&bytes, sframe_addr)?;
         // The same bytes may have come meanwhile (a registration racing
         // this one): share them.  A copy of the owner's that entered the
         // table under `key` after the comparison is compared in turn,
@@ -168,7 +202,7 @@ impl Registry {
             };
             tries += 1;
             if !taken || tries > 2 {
-                return w.new_copy(bytes, key, owner, info);
+                return w.new_copy(bytes, index, key, owner, info);
             }
         }
     }
@@ -198,8 +232,8 @@ impl Registry {
     /// A live copy with the bytes of `old`, a copy taken at a fork whose
     /// last user has left since, its use counted: the owner's identical
     /// copy if there is one again, else a new one, charged again.  The
-    /// bytes were validated when `old` was made; they are copied outside
-    /// the lock.
+    /// bytes were validated and indexed when `old` was made; they and the
+    /// index are copied outside the lock.
     pub(super) fn revive(&self, old: &SectionCopy) -> Result<Arc<SectionCopy>, Failure> {
         if let Some(c) = self.shared_copy(old.key, old.owner.id, &old.bytes) {
             return Ok(c);
@@ -208,23 +242,26 @@ impl Registry {
         bytes
             .extend_from_slice(&old.bytes, GFP_KERNEL_ACCOUNT)
             .map_err(|_| FAIL_MEM)?;
+        let index = old.index.try_clone().map_err(index_failure)?;
         self.writer()
-            .new_copy(bytes, old.key, old.owner.id, old.info)
+            .new_copy(bytes, index, old.key, old.owner.id, old.info)
     }
 }
 
 impl Writer<'_> {
-    /// A new copy of validated `bytes` for account `owner`, in the table
-    /// under `key` unless that key is taken, its use counted, charged to
-    /// the owner's and the module's byte limits.
+    /// A new copy of validated `bytes` and their `index` for account
+    /// `owner`, in the table under `key` unless that key is taken, its use
+    /// counted, charged (bytes and index) to the owner's and the module's
+    /// byte limits.
     fn new_copy(
         &mut self,
         bytes: KVVec<u8>,
+        index: CopyIndex,
         key: usize,
         owner: u32,
         info: CopyInfo,
     ) -> Result<Arc<SectionCopy>, Failure> {
-        let len = bytes.len() as u64;
+        let len = copy_charge(bytes.len(), &index);
         if self.shared().bytes.saturating_add(len) > self.limits.max_total_bytes {
             return Err(limit("module-wide byte limit (max_total_bytes) reached"));
         }
@@ -241,6 +278,7 @@ impl Writer<'_> {
         let copy = match Arc::new(
             SectionCopy {
                 bytes,
+                index,
                 key,
                 indexed,
                 owner: owner.clone(),
@@ -263,6 +301,7 @@ impl Writer<'_> {
                 return Err(FAIL_MEM);
             }
         }
+        // `len` is `copy.charge()`, which `put_copy` gives back.
         self.shared().bytes += len;
         copy.owner.bytes.fetch_add(len, Ordering::Relaxed);
         copy.owner.copies.fetch_add(1, Ordering::Relaxed);
@@ -272,8 +311,8 @@ impl Writer<'_> {
     }
 
     /// Drops one use of `copy`; the last one removes it from the table and
-    /// uncharges its bytes (the memory goes when the last RCU-deferred
-    /// section lets go of it).  O(log n).
+    /// uncharges its bytes and index (the memory goes when the last
+    /// RCU-deferred section lets go of it).  O(log n).
     pub(super) fn put_copy(&mut self, copy: &Arc<SectionCopy>) {
         if copy.users.fetch_sub(1, Ordering::Relaxed) != 1 {
             return;
@@ -283,7 +322,7 @@ impl Writer<'_> {
         if copy.indexed {
             let _ = self.copies.erase(self.t, copy.key);
         }
-        let len = copy.bytes.len() as u64;
+        let len = copy.charge();
         self.shared().bytes -= len;
         COUNTERS.copies.fetch_sub(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_sub(len, Ordering::Relaxed);

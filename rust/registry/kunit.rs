@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite for the registry: the decoder as registration uses it,
-//! under the kernel's overflow checks.
+//! KUnit suites for the registry: the decoder as registration uses it,
+//! under the kernel's overflow checks, and a copy's lookup index.
 
 use kernel::prelude::*;
 
@@ -96,5 +96,141 @@ mod registry_decoder_tests {
                 }
             }
         }
+    }
+}
+
+#[kunit_tests(sframe_unwind_registry_index)]
+mod registry_index_tests {
+    use crate::registry::copy_index::{
+        copy_charge,
+        CopyIndex, //
+    };
+    use crate::sframe::{
+        Budget,
+        Section, //
+    };
+
+    /// The decoder suite's real sections (gas 2.44 for V2, 2.47 for V3),
+    /// at address 0x2208 in their objects.
+    const V2: &[u8] = include_bytes!("../../tests/kunit/chain-v2.sframe");
+    const V3: &[u8] = include_bytes!("../../tests/kunit/chain-v3.sframe");
+    const ADDR: u64 = 0x2208;
+
+    /// A validated section of `bytes` at `addr`.
+    fn section(bytes: &[u8], addr: u64) -> Option<Section<'_>> {
+        let s = Section::parse(bytes, addr).ok()?;
+        s.validate(&mut || {}).ok()?;
+        Some(s)
+    }
+
+    /// The index as registration builds it (`GFP_KERNEL_ACCOUNT`, with
+    /// the rescheduling callback), then, at the copy's own address and at
+    /// another one (a shared copy registered elsewhere): the same rows
+    /// through the index as without it at every PC around the text, every
+    /// lookup through the index charged at least one unit, at most one
+    /// more than the full search, and the search of a hit far less than
+    /// the full one's worst case for a section this size.
+    fn same_rows(bytes: &[u8]) {
+        let s = section(bytes, ADDR);
+        assert!(s.is_some());
+        let Some(s) = s else {
+            return;
+        };
+        let mut resched = 0u32;
+        let index = CopyIndex::build(&s, &mut || resched += 1);
+        assert!(index.is_ok());
+        let Ok(index) = index else {
+            return;
+        };
+        for addr in [ADDR, ADDR.wrapping_add(0x7f00_0000_0000)] {
+            let plain = section(bytes, addr);
+            assert!(plain.is_some());
+            let Some(plain) = plain else {
+                return;
+            };
+            let fast = index.attach(plain);
+            assert!(fast.has_index());
+            assert!(!plain.has_index());
+            let range = plain.text_range();
+            assert!(matches!(range, Ok(Some(_))));
+            let Ok(Some((lo, hi))) = range else {
+                return;
+            };
+            let (mut rows, mut fast_spent, mut plain_spent) = (0u32, 0u32, 0u32);
+            for pc in lo.saturating_sub(64)..hi.saturating_add(64) {
+                let row = plain.find_row(pc);
+                assert_eq!(fast.find_row(pc), row);
+                let (mut a, mut b) = (Budget::unlimited(), Budget::unlimited());
+                assert_eq!(
+                    fast.find_row_within(pc, &mut a),
+                    plain.find_row_within(pc, &mut b)
+                );
+                assert!(a.spent() >= 1);
+                assert!(a.spent() <= b.spent() + 1);
+                if matches!(row, Ok(Some(_))) {
+                    rows += 1;
+                    fast_spent = fast_spent.saturating_add(a.spent());
+                    plain_spent = plain_spent.saturating_add(b.spent());
+                }
+            }
+            assert!(rows > 0);
+            // Summed over every PC with a row: the index pays.
+            assert!(fast_spent < plain_spent);
+        }
+    }
+
+    #[test]
+    fn v2_indexed_rows_are_the_plain_rows() {
+        same_rows(V2);
+    }
+
+    #[test]
+    fn v3_indexed_rows_are_the_plain_rows() {
+        same_rows(V3);
+    }
+
+    /// A copy is charged its index's bytes as well as its own: the index's
+    /// words, all of them (a copy's owner pays for what it makes the
+    /// module hold), and a revived copy's index costs what the original
+    /// did.  The same `charge` is what the last use gives back.
+    fn index_is_charged(bytes: &[u8]) {
+        let s = section(bytes, ADDR);
+        assert!(s.is_some());
+        let Some(s) = s else {
+            return;
+        };
+        let words = s.index_words();
+        assert!(matches!(words, Ok(n) if n > 8));
+        let Ok(words) = words else {
+            return;
+        };
+        let index = CopyIndex::build(&s, &mut || {});
+        assert!(index.is_ok());
+        let Ok(index) = index else {
+            return;
+        };
+        let index_bytes = 4 * words as u64;
+        assert_eq!(index.kernel_bytes(), index_bytes);
+        assert_eq!(
+            copy_charge(bytes.len(), &index),
+            bytes.len() as u64 + index_bytes
+        );
+        let clone = index.try_clone();
+        assert!(clone.is_ok());
+        let Ok(clone) = clone else {
+            return;
+        };
+        assert_eq!(clone.kernel_bytes(), index_bytes);
+        assert!(clone.attach(s).has_index());
+    }
+
+    #[test]
+    fn v2_index_bytes_are_charged() {
+        index_is_charged(V2);
+    }
+
+    #[test]
+    fn v3_index_bytes_are_charged() {
+        index_is_charged(V3);
     }
 }

@@ -71,12 +71,16 @@ impl<'g> WalkRows<'g> {
             .filter(|s| s.is_live())
             .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))?;
         // Validated at registration: parsing cannot fail; if it did, the
-        // section gives no rows.
+        // section gives no rows.  The copy's index narrows every search
+        // of this walk in the section to one bucket's FDEs (attaching it
+        // is O(1) and allocates nothing).
         let parsed = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
-        Some((s, parsed))
+        Some((s, s.copy.index.attach(parsed)))
     }
 
-    /// The unwind row for `pc`, the search paid from the walk's `budget`.
+    /// The unwind row for `pc`, the search paid from the walk's `budget`:
+    /// through the copy's index, the index's read and the probes among
+    /// the FDEs it leaves, then the FREs decoded.
     pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
         let hit = self
             .last

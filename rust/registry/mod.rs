@@ -13,6 +13,8 @@
 //!   bytes, and count their own users.  Copies are never shared across
 //!   users: how long a registration takes, and what `LIST` reports, tell a
 //!   user nothing about what other users run.
+//! - [`copy_index`]: a copy's lookup index, built with the copy, charged
+//!   with its bytes and used by every walk-time lookup in them.
 //! - [`section`]: a `Section` is one registration: a text range of one mm,
 //!   the copy that describes it and the address the copy's offsets are
 //!   relative to; an `AdoptedSet` is what a fork child took in one step.
@@ -66,6 +68,7 @@
 mod account;
 mod adopt;
 mod copy;
+mod copy_index;
 mod counters;
 mod list;
 mod locked;

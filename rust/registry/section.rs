@@ -138,7 +138,8 @@ impl Section {
             text_end: self.text_end,
             sframe_addr: self.sframe_addr,
             sframe_len: self.copy.bytes.len() as u64,
-            kernel_bytes: self.copy.bytes.capacity() as u64,
+            kernel_bytes: (self.copy.bytes.capacity() as u64)
+                .saturating_add(self.copy.index.kernel_bytes()),
             version: self.copy.info.version,
             num_fdes: self.copy.info.num_fdes,
             shared: if self.copy.owner.id == viewer {

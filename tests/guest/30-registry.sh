@@ -55,18 +55,23 @@ else
 		skip "kmemleak reports nothing for the module" "no kmemleak in $SFRAME_KERNEL ($kmemleak)"
 	fi
 fi
+# What one copy of the program's section is charged: its bytes and its
+# lookup index (the byte limits below are counted in copies).
+charge=$("$R" copy-charge) || charge=
+check "a copy is charged its bytes and its lookup index ($charge bytes)" test -n "$charge"
 check "rmmod" rmmod sframe_unwind
 
-check "insmod with max_sections_per_mm=4 and max_total_bytes of one section" \
-	insmod_ioctl_only max_sections_per_mm=4 max_total_bytes="$("$R" sframe-len)"
+check "insmod with max_sections_per_mm=4 and max_total_bytes of one copy" \
+	insmod_ioctl_only max_sections_per_mm=4 max_total_bytes="${charge:-1}"
 check "limits: ENOSPC per process and module-wide" "$R" limits
 check "rmmod" rmmod sframe_unwind
 
-# Per-user limits: 256 sections and 64 distinct copies a user; 16 other
-# users hold 64 copies each while the first user's process exits.
-len=$("$R" sframe-len)
+# Per-user limits: 256 sections and 64 distinct copies a user (each 4 bytes
+# longer than the program's, the same index); 16 other users hold 64
+# copies each while the first user's process exits.
+charge=${charge:-1}
 check "insmod with max_sections_per_user=256 and max_bytes_per_user of 64 copies" \
-	insmod_ioctl_only max_sections_per_user=256 max_bytes_per_user=$((64 * (len + 4) + len / 2))
+	insmod_ioctl_only max_sections_per_user=256 max_bytes_per_user=$((64 * (charge + 4) + charge / 2))
 check_show "limits: one user fills its own, others still register, no sharing across users" \
 	"$R" userlimits 256 64 16
 check "rmmod" rmmod sframe_unwind

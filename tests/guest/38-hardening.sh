@@ -166,7 +166,8 @@ rmdir "$CG/sframe-fork" 2>/dev/null
 # nothing.
 per=64
 copies=8
-len=$("$H" section-len)
+# A copy's bytes and its lookup index, as the module charges them.
+len=$("$H" copy-bytes)
 user_bytes=$((copies * len + len / 2))
 check "insmod with 64 sections and $user_bytes bytes a user, 8 users' worth in all" \
 	reload max_sections_per_user=$per max_total_sections=$((8 * per)) \

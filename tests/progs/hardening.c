@@ -36,6 +36,9 @@
  *       print what they inherited, then sleep until killed.
  *   hardening section-len
  *       The length of a tagged section as subuid-fill registers it.
+ *   hardening copy-bytes
+ *       What the module charges for one copy of it: its bytes and its
+ *       lookup index (one function: 8 header words and 2 bucket words).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -725,12 +728,12 @@ int main(int argc, char **argv)
 		printf("%zu\n", len);
 		return 0;
 	}
-	if (!strcmp(what, "section-len")) {
+	if (!strcmp(what, "section-len") || !strcmp(what, "copy-bytes")) {
 		struct text t = { (uint8_t *)4096, 4096 };
 		size_t len;
 
 		free(text_section(&t, 1, &len));
-		printf("%zu\n", len);
+		printf("%zu\n", len + (strcmp(what, "copy-bytes") ? 0 : 10 * 4));
 		return 0;
 	}
 	if (!strcmp(what, "userns") && argc > 5)

@@ -281,7 +281,7 @@ static int case_self(void)
 	struct object o = self();
 	struct sframe_section_info info[MAX_LIST];
 	struct sframe_stats before = stats(), after;
-	uint64_t h;
+	uint64_t h, charged;
 	int n;
 
 	expect(count_sections(), 0, "sections before");
@@ -298,9 +298,21 @@ static int case_self(void)
 	after = stats();
 	check(after.sections == before.sections + 1, "STATS sections %llu -> %llu",
 	      (unsigned long long)before.sections, (unsigned long long)after.sections);
+	/*
+	 * The copy is charged its bytes and its lookup index: 8 header words
+	 * and one word per bucket plus one, at most one bucket per 2 FDEs.
+	 */
+	charged = after.bytes - before.bytes;
+	check(charged >= o.sframe_len + 40 &&
+	      charged <= o.sframe_len + 4 * (9 + (info[0].num_fdes + 1) / 2),
+	      "STATS bytes +%llu for %llu bytes and %u FDEs: the index is not charged",
+	      U(charged), U(o.sframe_len), info[0].num_fdes);
+	check(info[0].kernel_bytes >= charged, "kernel_bytes %llu below the charge %llu",
+	      U(info[0].kernel_bytes), U(charged));
 	check(after.registered == before.registered + 1, "STATS registered");
 	expect(unreg_handle(-1, h), 0, "unregister by handle");
 	expect(count_sections(), 0, "sections after unregister");
+	check(stats().bytes == before.bytes, "STATS bytes not back after unregister (index kept?)");
 	expect(unreg_handle(-1, h), -ENOENT, "unregister twice");
 	expect(reg(&o, &h), 0, "register again");
 	expect(unreg_addr(o.text + (o.text_end - o.text) / 2), 0, "unregister by address");
@@ -313,8 +325,29 @@ static int case_self(void)
 	 */
 	if (after.scope != SFRAME_STATS_SCOPE_OWN)
 		check(after.unregistered == before.unregistered + 2, "STATS unregistered");
-	printf("v%u, %u FDEs, %llu bytes (kernel %llu), text %#llx-%#llx\n", info[0].version,
-	       info[0].num_fdes, U(o.sframe_len), U(info[0].kernel_bytes), U(o.text), U(o.text_end));
+	printf("v%u, %u FDEs, %llu bytes (kernel %llu, charged %llu), text %#llx-%#llx\n",
+	       info[0].version, info[0].num_fdes, U(o.sframe_len), U(info[0].kernel_bytes),
+	       U(charged), U(o.text), U(o.text_end));
+	return 0;
+}
+
+/*
+ * What the module charges for one copy of the program's section (its bytes
+ * and its lookup index), for byte limits that fit a number of copies.  No
+ * other process may hold a copy of these bytes meanwhile.
+ */
+static int case_copy_charge(void)
+{
+	struct object o = self();
+	struct sframe_stats before = stats(), after;
+	uint64_t h;
+
+	expect(reg(&o, &h), 0, "register own .sframe");
+	after = stats();
+	expect(unreg_handle(-1, h), 0, "unregister by handle");
+	check(after.bytes > before.bytes + o.sframe_len, "STATS bytes +%llu for %llu bytes",
+	      U(after.bytes - before.bytes), U(o.sframe_len));
+	printf("%llu\n", U(after.bytes - before.bytes));
 	return 0;
 }
 
@@ -1196,6 +1229,8 @@ int main(int argc, char **argv)
 		return case_errno();
 	if (!strcmp(what, "limits"))
 		return case_limits();
+	if (!strcmp(what, "copy-charge"))
+		return case_copy_charge();
 	if (!strcmp(what, "munmap"))
 		return case_munmap();
 	if (!strcmp(what, "munmap-file"))

@@ -30,7 +30,8 @@ fn indexed<'a>(sec: Section<'a>, words: &'a mut Vec<u32>) -> Option<Section<'a>>
 }
 
 /// The indexed section gives the plain one's answers at every PC of
-/// `pcs`, and its budgeted lookups spend no more.
+/// `pcs`, and its budgeted lookups spend no more but for the index's own
+/// read (one unit, which every indexed lookup pays).
 fn assert_same(plain: &Section<'_>, fast: &Section<'_>, pcs: impl IntoIterator<Item = u64>) {
     assert!(fast.has_index() && !plain.has_index());
     for pc in pcs {
@@ -46,7 +47,8 @@ fn assert_same(plain: &Section<'_>, fast: &Section<'_>, pcs: impl IntoIterator<I
             plain.find_row_within(pc, &mut b),
             "find_row_within({pc:#x})"
         );
-        assert!(a.spent() <= b.spent(), "{pc:#x}: {a:?} vs {b:?}");
+        assert!(a.spent() <= b.spent() + 1, "{pc:#x}: {a:?} vs {b:?}");
+        assert!(a.spent() >= 1, "{pc:#x}: an indexed lookup paid nothing");
     }
 }
 
@@ -100,6 +102,40 @@ fn every_pc_of_every_fixture() {
         }
     }
     assert!(checked > 40_000, "{checked} PCs");
+}
+
+/// What an indexed lookup is charged: the index's read (one unit) and the
+/// FDEs left to probe, never nothing, not the whole array's worst case.
+#[test]
+fn an_indexed_lookup_pays_for_what_it_reads() {
+    for kind in ["v2", "v3"] {
+        for fixture in fixtures(kind) {
+            let (bytes, addr) = sframe_section(&fixture.elf);
+            let plain = Section::parse(bytes, addr).unwrap();
+            let mut words = Vec::new();
+            let fast = indexed(plain, &mut words).unwrap();
+            let all = u32::BITS - plain.num_fdes().leading_zeros();
+            let (lo, _) = plain.text_range().unwrap().unwrap();
+            // Below the first function: no FDE probed, the index read.
+            let (mut a, mut b) = (Budget::unlimited(), Budget::unlimited());
+            assert_eq!(fast.find_row_within(lo - 1, &mut a), Ok(None));
+            assert_eq!(plain.find_row_within(lo - 1, &mut b), Ok(None));
+            assert_eq!((a.spent(), b.spent()), (1, all), "{}", fixture.name);
+            // At a function's start: the same FREs decoded, the index's
+            // read and the probes among the FDEs of one bucket.
+            let fde = plain.fde(plain.num_fdes() / 2).unwrap();
+            let (mut a, mut b) = (Budget::unlimited(), Budget::unlimited());
+            assert!(fast.find_row_within(fde.start, &mut a).is_ok());
+            assert!(plain.find_row_within(fde.start, &mut b).is_ok());
+            let fres = b.spent() - all;
+            assert!(fres >= 1, "{}: {b:?}", fixture.name);
+            assert!(
+                (fres + 1..=fres + 1 + all).contains(&a.spent()),
+                "{}: {a:?} vs {b:?}",
+                fixture.name
+            );
+        }
+    }
 }
 
 #[test]

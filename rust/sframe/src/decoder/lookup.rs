@@ -120,14 +120,18 @@ impl<'a> Section<'a> {
 
     /// [`Section::find_row`], paid for from `budget`.
     ///
-    /// The FDE search is charged its worst case before it starts, then one
-    /// unit per FRE decoded; the FRE scan stops at `budget.max_fres()` FREs
-    /// ([`Error::TooManyFres`], as [`Section::find_row`] at its cap) or
-    /// when the units left run out first ([`Error::BudgetExhausted`], and
-    /// the budget is marked exhausted). No other error depends on the budget.
+    /// The FDE search is charged its worst case before it starts (with an
+    /// index, one unit more for the index's words: a lookup through it
+    /// never costs nothing), then one unit per FRE decoded; the FRE scan
+    /// stops at `budget.max_fres()` FREs ([`Error::TooManyFres`], as
+    /// [`Section::find_row`] at its cap) or when the units left run out
+    /// first ([`Error::BudgetExhausted`], and the budget is marked
+    /// exhausted). No other error depends on the budget.
     pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
         let bounds = self.search_bounds(pc);
-        if !budget.charge(search_probes(bounds.1.saturating_sub(bounds.0))) {
+        let probes = search_probes(bounds.1.saturating_sub(bounds.0))
+            .saturating_add(u32::from(self.index.is_some()));
+        if !budget.charge(probes) {
             return Err(Error::BudgetExhausted);
         }
         let cap = budget.max_fres().min(budget.left());

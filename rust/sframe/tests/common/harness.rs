@@ -128,6 +128,8 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
             sec.find_row_within(pc, &mut b),
             "indexed find_row_within({pc:#x})"
         );
-        assert!(a.spent() <= b.spent(), "indexed lookup paid more");
+        // One unit more at most: the read of the index's words.
+        assert!(a.spent() <= b.spent() + 1, "indexed lookup paid more");
+        assert!(a.spent() >= 1, "indexed lookup paid nothing");
     }
 }
