@@ -22,6 +22,9 @@
 //! - [`walk`]: the decoder's walk for this ABI (where the return address
 //!   and the frame pointer live, the signal-return trampoline).
 //! - [`SFRAME_ABI`], [`ELF_MACHINE`] and the log's words for a mismatch.
+//! - [`LR_CALLER_IN_CHAIN`]: whether perf's callchain holds the caller of
+//!   a sampled function whose return address is still in the link
+//!   register, or leaves it to perf's tool.
 //! - [`FTRACE_OPS_FLAGS`]: the register-saving flags of an ftrace ops
 //!   whose callback reads its target's arguments and may move its
 //!   instruction pointer.
@@ -50,6 +53,7 @@ pub(crate) use x86_64::{
     CALL_WINDOW,
     ELF_MACHINE,
     FTRACE_OPS_FLAGS,
+    LR_CALLER_IN_CHAIN,
     NOT_ELF,
     SFRAME_ABI,
     SFRAME_ABI_MISMATCH, //
@@ -69,6 +73,7 @@ pub(crate) use arm64::{
     CALL_WINDOW,
     ELF_MACHINE,
     FTRACE_OPS_FLAGS,
+    LR_CALLER_IN_CHAIN,
     NOT_ELF,
     SFRAME_ABI,
     SFRAME_ABI_MISMATCH, //
@@ -124,3 +129,4 @@ const _: &str = SFRAME_ABI_MISMATCH;
 const _: u16 = ELF_MACHINE;
 const _: &str = NOT_ELF;
 const _: u32 = FTRACE_OPS_FLAGS;
+const _: bool = LR_CALLER_IN_CHAIN;

@@ -72,7 +72,9 @@ pub(crate) fn end_counter(stop: Stop) -> usize {
 pub(crate) fn source_counter(source: FrameSource) -> Option<usize> {
     match source {
         FrameSource::Sample => None,
-        FrameSource::Sframe => Some(SFRAME_UNWIND_FRAMES_SFRAME),
+        // A return address still in the link register (AArch64) is read
+        // as its SFrame row (or the entry rule) says.
+        FrameSource::Sframe | FrameSource::LinkRegister => Some(SFRAME_UNWIND_FRAMES_SFRAME),
         FrameSource::FramePointer => Some(SFRAME_UNWIND_FRAMES_FP),
         FrameSource::EntryRule => Some(SFRAME_UNWIND_FRAMES_ENTRY),
         FrameSource::SignalFrame => Some(SFRAME_UNWIND_FRAMES_SIGNAL),
@@ -93,6 +95,11 @@ impl Tally {
         if let Some(n) = source_counter(source).and_then(|i| self.by_slot.get_mut(i)) {
             *n += 1;
         }
+    }
+
+    /// The frames counted so far, the sample's included.
+    pub(crate) fn frames(&self) -> u64 {
+        self.frames
     }
 
     /// The counts this walk adds, indexed by `SFRAME_UNWIND_*`.

@@ -67,6 +67,7 @@ use crate::{
     },
     sframe::{
         unwind::{
+            FrameSource,
             Lookup,
             Memory,
             WalkLimits, //
@@ -226,6 +227,14 @@ impl SampleUnwinder for SframeUnwinder {
             let mut lookup = RegistryLookup::new(rows, NmiUserMemory::new());
             let mut mem = NmiUserMemory::new();
             arch::walk(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
+                // The sampled function's caller, its return address still
+                // in the link register: left to perf's tool where the
+                // architecture's convention says so (arm64).
+                let first_caller = tally.frames() == 1;
+                if source == FrameSource::LinkRegister && first_caller && !arch::LR_CALLER_IN_CHAIN
+                {
+                    return true;
+                }
                 if !entry.store(pc) {
                     return false;
                 }

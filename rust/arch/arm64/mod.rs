@@ -41,6 +41,15 @@ pub(crate) const ELF_MACHINE: u16 = 183;
 /// Why an object of another kind is refused.
 pub(crate) const NOT_ELF: &str = "not an AArch64 ELF64 object";
 
+/// The caller of a sampled function whose return address is still in the
+/// link register stays out of perf's callchain, as arm64's own unwinder
+/// leaves it out: `perf record -g` on arm64 samples LR for that, and
+/// perf's tool inserts the caller when the function's CFI says LR holds
+/// it (`get_leaf_frame_caller_aarch64()`). Storing it too would show it
+/// twice. After a signal frame the chain keeps it: the tool adds only the
+/// sample's.
+pub(crate) const LR_CALLER_IN_CHAIN: bool = false;
+
 /// The hooks read their target's arguments and may set its instruction
 /// pointer: arm64 has `DYNAMIC_FTRACE_WITH_ARGS` only, whose
 /// `ftrace_regs` hold the argument registers and the PC, which is all

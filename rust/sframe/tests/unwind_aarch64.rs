@@ -106,7 +106,7 @@ fn leaf_return_address_is_taken_from_the_link_register() {
         frames,
         vec![
             (0x1210, FrameSource::Sample),
-            (0x1108, FrameSource::Sframe),
+            (0x1108, FrameSource::LinkRegister),
             (0x100c, FrameSource::Sframe),
         ]
     );
@@ -220,7 +220,7 @@ fn signal_handler_returns_through_the_rt_sigframe() {
             (0x1410, FrameSource::Sample),
             (trampoline, FrameSource::Sframe),
             (0x1210, FrameSource::SignalFrame),
-            (0x1108, FrameSource::Sframe),
+            (0x1108, FrameSource::LinkRegister),
             (0x100c, FrameSource::Sframe),
         ]
     );
@@ -247,7 +247,7 @@ fn function_entry_without_rows_uses_the_link_register() {
             frames,
             vec![
                 (0x2000, FrameSource::Sample),
-                (0x1108, FrameSource::EntryRule),
+                (0x1108, FrameSource::LinkRegister),
                 (0x100c, FrameSource::Sframe),
             ],
             "{first:#x}"

@@ -94,10 +94,7 @@ pub fn step_aarch64(
     }
     let value = |r| reg_value(r, regs, topmost);
     let cfa = cfa_of(row, value, mem)?;
-    let ra_in_lr = matches!(
-        row.ra,
-        RegRule::Unchanged | RegRule::InReg(Reg::Dwarf(DWARF_LR))
-    );
+    let ra_in_lr = ra_in_lr(row);
     if cfa < regs.sp || (cfa == regs.sp && !(topmost && ra_in_lr)) {
         return Err(Stop::CfaNotIncreasing);
     }
@@ -113,6 +110,15 @@ pub fn step_aarch64(
         fp,
         lr: 0,
     })
+}
+
+/// Whether `row` leaves the return address in the link register: not
+/// tracked, or tracked in `x30` itself.
+fn ra_in_lr(row: &Row) -> bool {
+    matches!(
+        row.ra,
+        RegRule::Unchanged | RegRule::InReg(Reg::Dwarf(DWARF_LR))
+    )
 }
 
 /// One frame-pointer step: the record `{x29, x30}` at FP; the caller's SP
@@ -203,6 +209,10 @@ impl Arch for Aarch64 {
 
     fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool {
         at_frame_setup(mem, pc)
+    }
+
+    fn ra_in_lr(row: &Row) -> bool {
+        ra_in_lr(row)
     }
 }
 

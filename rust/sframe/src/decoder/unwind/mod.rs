@@ -123,6 +123,10 @@ pub enum FrameSource {
     EntryRule,
     /// Taken from the `ucontext` of a signal frame.
     SignalFrame,
+    /// AArch64: the return address was still in the link register, in a
+    /// topmost frame (the sample's, or one a signal interrupted) whose row
+    /// (or the entry rule) says it is not saved yet.
+    LinkRegister,
 }
 
 /// Why a walk or a step stopped.
@@ -348,6 +352,10 @@ pub(super) trait Arch {
     /// Whether the instructions at `pc` set up a frame that is not set up
     /// yet, so [`Arch::ENTRY_ROW`] applies.
     fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool;
+    /// Whether `row` leaves the return address in the link register.
+    fn ra_in_lr(_row: &Row) -> bool {
+        false
+    }
 }
 
 /// How the next frame is found; `exact` when `regs.pc` is not a return
@@ -385,6 +393,16 @@ fn unwind_frame<A: Arch, M: Memory>(
             )
         }
         None => (A::step_frame_pointer(regs, mem)?, FrameSource::FramePointer),
+    };
+    // A topmost frame whose return address is still in the link register.
+    let source = match (source, row) {
+        (FrameSource::Sframe, Some(row)) if A::LINK_REGISTER && exact && A::ra_in_lr(&row) => {
+            FrameSource::LinkRegister
+        }
+        (FrameSource::EntryRule, _) if A::LINK_REGISTER && A::ra_in_lr(&A::ENTRY_ROW) => {
+            FrameSource::LinkRegister
+        }
+        _ => source,
     };
     // A return address may be signed (AArch64 pointer authentication).
     let next = Regs {
