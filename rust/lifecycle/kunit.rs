@@ -145,7 +145,7 @@ mod exec_image_tests {
         );
         mem.bytes[18] = 3; // EM_386
         assert_eq!(Layout::at_header(&mut mem, base), Err(ImageError::NotElf));
-        mem.bytes[18] = 62;
+        mem.bytes[18..20].copy_from_slice(&crate::arch::ELF_MACHINE.to_le_bytes());
         // A first PT_LOAD too short to hold the headers it was read from.
         mem.bytes[64 + 56 + 32..64 + 56 + 40].copy_from_slice(&0x10u64.to_le_bytes());
         assert_eq!(Layout::at_header(&mut mem, base), Err(ImageError::BadPhdrs));

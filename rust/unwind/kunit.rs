@@ -344,8 +344,21 @@ mod hook_tests {
     /// Hooks that never redirect: the original function always runs.
     struct OnSample;
     struct OnDeferred;
-    /// Another `IPMODIFY` user of `unwind_user()`, as a livepatch of it is.
+    /// Another `IPMODIFY` user of a target, as a livepatch of it is: of
+    /// `unwind_user()` where the kernel has it, else (arm64 7.3, no
+    /// `CONFIG_UNWIND_USER`) of `perf_callchain_user()`.
     struct OtherUser;
+
+    /// The hook [`OtherUser`] makes busy.
+    #[cfg(CONFIG_UNWIND_USER)]
+    const BUSY: u32 = SFRAME_CTL_HOOK_DEFERRED;
+    #[cfg(not(CONFIG_UNWIND_USER))]
+    const BUSY: u32 = SFRAME_CTL_HOOK_SAMPLE;
+    /// The hooks this kernel has targets for.
+    #[cfg(CONFIG_UNWIND_USER)]
+    const ALL: u32 = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+    #[cfg(not(CONFIG_UNWIND_USER))]
+    const ALL: u32 = SFRAME_CTL_HOOK_SAMPLE;
 
     // SAFETY: `redirect` never returns an address.
     unsafe impl Redirect for OnSample {
@@ -365,7 +378,10 @@ mod hook_tests {
 
     // SAFETY: `redirect` never returns an address.
     unsafe impl Redirect for OtherUser {
+        #[cfg(CONFIG_UNWIND_USER)]
         const TARGET: &'static CStr = c"unwind_user";
+        #[cfg(not(CONFIG_UNWIND_USER))]
+        const TARGET: &'static CStr = c"perf_callchain_user";
         fn redirect(_args: &Args<'_>) -> Option<usize> {
             None
         }
@@ -381,26 +397,20 @@ mod hook_tests {
             // Installing succeeds with the busy hook left off (EBUSY from
             // ftrace, said in the log), so loading the module would too.
             let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
-            assert_eq!(switches::current(), SFRAME_CTL_HOOK_SAMPLE);
-            let both = SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED;
+            let free = ALL & !BUSY;
+            assert_eq!(switches::current(), free);
             assert_eq!(
-                switches::set(both, both),
+                switches::set(ALL, ALL),
                 Err(crate::abstractions::compat::eopnotsupp())
             );
-            assert_eq!(switches::set(SFRAME_CTL_HOOK_SAMPLE, 0), Ok(0));
-            assert_eq!(
-                switches::set(SFRAME_CTL_HOOK_SAMPLE, SFRAME_CTL_HOOK_SAMPLE),
-                Ok(SFRAME_CTL_HOOK_SAMPLE)
-            );
+            assert_eq!(switches::set(free, 0), Ok(0));
+            assert_eq!(switches::set(free, free), Ok(free));
         }
         assert_eq!(switches::current(), 0);
         // Once the other user is gone the target is free again.
         other.as_mut().uninstall();
         let _hooks = KBox::pin_init(Hooks::<OnSample, OnDeferred>::new(), GFP_KERNEL)?;
-        assert_eq!(
-            switches::current(),
-            SFRAME_CTL_HOOK_SAMPLE | SFRAME_CTL_HOOK_DEFERRED
-        );
+        assert_eq!(switches::current(), ALL);
         Ok(())
     }
 }

@@ -35,7 +35,8 @@ check "insmod/rmmod $cycles times while processes fork and exec" reload_while_ch
 delete_module_errno() {
 	python3 -c 'import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
-r = libc.syscall(176, b"sframe_unwind", os.O_NONBLOCK)
+nr = {"x86_64": 176, "aarch64": 106}[os.uname().machine]
+r = libc.syscall(nr, b"sframe_unwind", os.O_NONBLOCK)
 print(0 if r == 0 else ctypes.get_errno())'
 }
 pinned_while_open() {
