@@ -94,8 +94,9 @@ pub(crate) struct Hooks<S: Redirect, D: Redirect> {
 
 impl<S: Redirect, D: Redirect> Hooks<S, D> {
     /// Installs both hooks and turns on those that installed. A target
-    /// this kernel lacks (no `CONFIG_UNWIND_USER`, say) leaves that hook
-    /// off, said once in the log; loading still succeeds.
+    /// this kernel lacks leaves that hook off, said once in the log;
+    /// loading still succeeds. Without `CONFIG_UNWIND_USER` (arm64 in
+    /// 7.3) the deferred hook is not tried: perf has no deferred path.
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(Self {
             sample <- FtraceHook::new(),
@@ -112,9 +113,15 @@ impl<S: Redirect, D: Redirect> Hooks<S, D> {
             // the projection keeps it pinned and moves nothing.
             let sample = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.sample) };
             available |= install(sample, SFRAME_CTL_HOOK_SAMPLE, "sampled (-g)");
-            // SAFETY: As above, for `deferred`.
-            let deferred = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.deferred) };
-            available |= install(deferred, SFRAME_CTL_HOOK_DEFERRED, "deferred (fp,defer)");
+            #[cfg(CONFIG_UNWIND_USER)]
+            {
+                // SAFETY: As above, for `deferred`.
+                let deferred = unsafe { this.as_mut().map_unchecked_mut(|h| &mut h.deferred) };
+                available |= install(deferred, SFRAME_CTL_HOOK_DEFERRED, "deferred (fp,defer)");
+            }
+            // arm64 in 7.3, for one: perf falls back to the sampled path.
+            #[cfg(not(CONFIG_UNWIND_USER))]
+            pr_info!("no deferred user unwinding in this kernel (CONFIG_UNWIND_USER): fp,defer callchains are taken as -g ones\n");
             make_available(available);
             Ok(())
         })

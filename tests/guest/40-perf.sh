@@ -143,11 +143,9 @@ unload_during_perf() {
 	local g d i
 	perf record -q -N -a -g -e cpu-clock -F 10000 -o /tmp/all-g.data >/dev/null 2>&1 &
 	g=$!
+	d=
 	if [ "$defer" = 1 ]; then
 		perf record -q -N -a --call-graph fp,defer -e cpu-clock -F 1000 -o /tmp/all-d.data >/dev/null 2>&1 &
-		d=$!
-	else
-		sleep 1000 &
 		d=$!
 	fi
 	sleep 2
@@ -163,8 +161,10 @@ unload_during_perf() {
 		rmmod sframe_unwind || break
 		wait $!
 	done
-	kill -INT "$g" "$d"
-	wait "$g" "$d"
+	# shellcheck disable=SC2086 # $d: empty without a deferred recorder
+	kill -INT "$g" $d
+	# shellcheck disable=SC2086
+	wait "$g" $d
 	[ "$i" = "$cycles" ] && ! module_loaded sframe_unwind
 }
 check "rmmod/insmod $cycles times during perf record -a -g -F 10000" unload_during_perf
