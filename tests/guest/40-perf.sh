@@ -103,14 +103,17 @@ if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
 		grep -q "2 objects registered" "$D/module-g.log"
 	unload_module
 	check "pointer authentication: baseline: perf record -g" record base-g -g
-	check "pointer authentication: perf record --call-graph dwarf" record dwarf --call-graph dwarf
+	# The first arm64 runs: perf's DWARF unwinder reached main from no
+	# leaf of this build (it does not strip the signed return addresses).
+	skip "pointer authentication: --call-graph dwarf as the reference" \
+		"perf's DWARF unwinder does not reach main through signed return addresses"
 	check "insmod" insmod "$SFRAME_KO"
 	W=$PROGS/sframe-workload
 	D=$SFRAME_OUT/perf
 	# The callchains, checked here: the host's perf cannot read arm64
 	# objects, and the arm64 root has perf and python3.
 	chains "$SFRAME_OUT/perf" module-g base-g dwarf
-	chains "$SFRAME_OUT/perf-pac" module-g base-g dwarf
+	chains "$SFRAME_OUT/perf-pac" module-g base-g
 fi
 
 # Control: unprivileged users may read, not change; unknown bits are EINVAL.
