@@ -361,6 +361,20 @@ kvm_works() {
 	[ "$(cat "$stamp")" = yes ]
 }
 
+# prune_sources DIR FILES: remove from DIR, a copy of the module's sources
+# kept over earlier ones (its build products beside them, for incremental
+# builds), the source files of rust/ and include/ that FILES (one path per
+# line, as scripts/module-sources prints) no longer lists: a file moved in
+# the tree must not stay behind in the copy (rustc refuses a module found
+# at both foo.rs and foo/mod.rs).  Generated sources (rust/generated/)
+# stay.
+prune_sources() {
+	local dir=$1 files=$2 stale
+	stale=$(cd "$dir" && find rust include -type f \( -name '*.rs' -o -name '*.c' -o -name '*.h' \) \
+		-not -path 'rust/generated/*' 2>/dev/null | sort | comm -23 - <(sort <<<"$files"))
+	[ -z "$stale" ] || (cd "$dir" && xargs -d '\n' rm -f -- <<<"$stale")
+}
+
 # binfmt_run EMULATOR -- CMD...: run CMD (a chroot into a foreign root) with
 # that architecture's programs run by QEMU's user-mode EMULATOR
 # (qemu-aarch64-static, from qemu-user-static), through a binfmt_misc entry
