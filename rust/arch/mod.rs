@@ -39,30 +39,14 @@
 //! Each item's type is spelled out below, so an architecture's folder
 //! compiles only if it supplies the same interface.
 
+// The running kernel's architecture, one folder each.
 #[cfg(CONFIG_X86_64)]
-mod x86_64;
-#[cfg(CONFIG_X86_64)]
-pub(crate) use x86_64::{
-    follows_call,
-    read_user_nmi,
-    start_regs,
-    strip_return_address,
-    task_is_compat,
-    walk,
-    UserRegs,
-    CALL_WINDOW,
-    ELF_MACHINE,
-    FTRACE_OPS_FLAGS,
-    LR_CALLER_IN_CHAIN,
-    NOT_ELF,
-    SFRAME_ABI,
-    SFRAME_ABI_MISMATCH, //
-};
-
+#[path = "x86_64/mod.rs"]
+mod imp;
 #[cfg(CONFIG_ARM64)]
-mod arm64;
-#[cfg(CONFIG_ARM64)]
-pub(crate) use arm64::{
+#[path = "arm64/mod.rs"]
+mod imp;
+pub(crate) use imp::{
     follows_call,
     read_user_nmi,
     start_regs,

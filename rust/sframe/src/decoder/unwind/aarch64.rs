@@ -121,30 +121,6 @@ fn ra_in_lr(row: &Row) -> bool {
     )
 }
 
-/// One frame-pointer step: the record `{x29, x30}` at FP; the caller's SP
-/// is taken as FP + 16, the least it can be.
-fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    let fp = regs.fp;
-    if fp == 0 {
-        return Err(Stop::NoCoverage);
-    }
-    if fp & 7 != 0 {
-        return Err(Stop::Misaligned);
-    }
-    if fp < regs.sp {
-        return Err(Stop::CfaNotIncreasing);
-    }
-    let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
-    let pc = load(mem, fp.wrapping_add(8))?;
-    let saved_fp = load(mem, fp)?;
-    Ok(Regs {
-        pc,
-        sp,
-        fp: saved_fp,
-        lr: 0,
-    })
-}
-
 /// Registers interrupted by a signal, from the `rt_sigframe` at SP: the
 /// next frame is topmost again, its link register known.
 fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
@@ -193,10 +169,6 @@ impl Arch for Aarch64 {
 
     fn step(row: &Row, regs: &Regs, topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_aarch64(row, regs, topmost, mem)
-    }
-
-    fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-        step_frame_pointer(regs, mem)
     }
 
     fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool {

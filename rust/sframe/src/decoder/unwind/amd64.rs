@@ -80,29 +80,6 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
     })
 }
 
-/// One frame-pointer step: saved FP at FP, RA at FP + 8, caller SP = FP + 16.
-fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    let fp = regs.fp;
-    if fp == 0 {
-        return Err(Stop::NoCoverage);
-    }
-    if fp & 7 != 0 {
-        return Err(Stop::Misaligned);
-    }
-    if fp < regs.sp {
-        return Err(Stop::CfaNotIncreasing);
-    }
-    let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
-    let pc = load(mem, fp.wrapping_add(8))?;
-    let saved_fp = load(mem, fp)?;
-    Ok(Regs {
-        pc,
-        sp,
-        fp: saved_fp,
-        lr: 0,
-    })
-}
-
 /// Registers interrupted by a signal, from the `ucontext` at SP.
 fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
     if regs.sp & 7 != 0 {
@@ -145,10 +122,6 @@ impl Arch for Amd64 {
 
     fn step(row: &Row, regs: &Regs, _topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_amd64(row, regs, mem)
-    }
-
-    fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-        step_frame_pointer(regs, mem)
     }
 
     fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool {

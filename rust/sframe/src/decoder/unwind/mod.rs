@@ -330,6 +330,32 @@ pub(super) fn cfa_of(
     }
 }
 
+/// One frame-pointer step: the saved FP at FP, the return address at
+/// FP + 8, the caller's SP taken as FP + 16 (exact on x86-64, where the
+/// record is pushed right after the call; the least it can be on AArch64,
+/// where the record may sit anywhere in the frame).
+pub(super) fn step_frame_record(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    let fp = regs.fp;
+    if fp == 0 {
+        return Err(Stop::NoCoverage);
+    }
+    if fp & 7 != 0 {
+        return Err(Stop::Misaligned);
+    }
+    if fp < regs.sp {
+        return Err(Stop::CfaNotIncreasing);
+    }
+    let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
+    let pc = load(mem, fp.wrapping_add(8))?;
+    let saved_fp = load(mem, fp)?;
+    Ok(Regs {
+        pc,
+        sp,
+        fp: saved_fp,
+        lr: 0,
+    })
+}
+
 /// What an architecture supplies to the shared walk.
 pub(super) trait Arch {
     /// The rule at a function's first instruction.
@@ -342,8 +368,11 @@ pub(super) trait Arch {
     /// One SFrame step with `row`; `topmost` for the sample's frame and a
     /// frame a signal interrupted, whose registers are all known.
     fn step(row: &Row, regs: &Regs, topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop>;
-    /// One frame-pointer step.
-    fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop>;
+    /// One frame-pointer step: both ABIs keep `{saved FP, return address}`
+    /// at FP ([`step_frame_record`]).
+    fn step_frame_pointer(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
+        step_frame_record(regs, mem)
+    }
     /// Whether `pc` is the `rt_sigreturn` trampoline.
     fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool;
     /// The registers a signal interrupted, from the frame at `regs.sp`
