@@ -72,6 +72,15 @@ LONG = ("long-g", "long-defer")
 # Measured 99.0-99.9% on 2026-12-03 (under 2% without the module).
 LOADED_MIN = 0.97
 BASE_MAX = 0.5
+# arm64 (the check runs in the arm64 guest): Debian's own programs keep
+# their frame records (AArch64 GCC's default), so perf's frame-pointer
+# chains are mostly complete without the module; and Debian builds them
+# with -mbranch-protection=standard, whose signed return addresses stop
+# perf's DWARF unwinder (the first arm64 run: gzip 1/2374 and python3
+# 1/3070 samples reached __libc_start_main under --call-graph dwarf, and
+# libc-work's DWARF paths stopped inside libc), so DWARF is no reference.
+ARM64 = os.uname().machine == "aarch64"
+DEBIANS = ("gzip", "python3")
 # Leaves with fewer runs of complete DWARF chains (see paths()) are not
 # compared.  gzip (stripped: nearly every leaf is "[unknown]", so a long
 # stretch in one function is one run) had its top two leaves at 18 and 14
@@ -171,9 +180,13 @@ def check(directory, configs=CONFIGS):
             print(f"# {name} {config}: {complete}/{total} samples reach {root} "
                   f"({100 * share:.1f}%); {loading} incomplete while loading; of the others {complete}/{rest} "
                   f"({100 * complete / max(rest, 1):.1f}%)")
+            skip = ""
             if config.startswith("base"):
                 ok = total >= 100 and share < BASE_MAX
                 what = f"without the module, chains broken ({complete}/{total})"
+                if ARM64 and name in DEBIANS:
+                    ok = True
+                    skip = " # SKIP Debian's arm64 programs keep frame records"
             else:
                 ok = total >= 100 and complete >= LOADED_MIN * rest
                 what = (f">= {100 * LOADED_MIN:.0f}% of the samples outside loading reach "
@@ -185,7 +198,7 @@ def check(directory, configs=CONFIGS):
                       f"{'met' if after >= threshold else 'not met'} ({100 * after:.1f}%)")
             n_ok = "ok" if ok else "not ok"
             failed += not ok
-            print(f"{n_ok} {n} - synth: {name} {config}: {what}")
+            print(f"{n_ok} {n} - synth: {name} {config}: {what}{skip}")
             if config.startswith("module") and ends:
                 for end, count in ends.most_common(4):
                     print(f"#   incomplete, ends {end}: {count}")
@@ -286,8 +299,12 @@ def compare_dwarf(directory, recorded):
                 for line in chains.disagreements(dwarf_paths, ours.get(leaf, {}), "runs"):
                     diffs.append(f"{leaf}: {line}")
             ok = compared >= 1 and not diffs
+            skip = ""
+            if ARM64 and not ok:
+                ok = True
+                skip = " # SKIP perf's DWARF unwinder stops at Debian's signed return addresses"
             lines.append(f"{'ok' if ok else 'not ok'} {{n}} - synth: {name} {config}: call paths "
-                         f"agree with --call-graph dwarf ({compared} leaves compared)")
+                         f"agree with --call-graph dwarf ({compared} leaves compared){skip}")
             lines.extend(f"#   {d}" for d in diffs[:10])
     return lines
 
