@@ -165,7 +165,6 @@ struct Aarch64;
 
 impl Arch for Aarch64 {
     const ENTRY_ROW: Row = AARCH64_ENTRY_ROW;
-    const LINK_REGISTER: bool = true;
 
     fn step(row: &Row, regs: &Regs, topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_aarch64(row, regs, topmost, mem)

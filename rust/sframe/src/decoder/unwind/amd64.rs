@@ -118,7 +118,6 @@ struct Amd64;
 
 impl Arch for Amd64 {
     const ENTRY_ROW: Row = ENTRY_ROW;
-    const LINK_REGISTER: bool = false;
 
     fn step(row: &Row, regs: &Regs, _topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_amd64(row, regs, mem)

@@ -360,10 +360,6 @@ pub(super) fn step_frame_record(regs: &Regs, mem: &mut impl Memory) -> Result<Re
 pub(super) trait Arch {
     /// The rule at a function's first instruction.
     const ENTRY_ROW: Row;
-    /// Whether a topmost frame's step may leave the SP where it is: true
-    /// where the return address may still be in a link register (a leaf
-    /// that has not moved the SP).
-    const LINK_REGISTER: bool;
 
     /// One SFrame step with `row`; `topmost` for the sample's frame and a
     /// frame a signal interrupted, whose registers are all known.
@@ -381,7 +377,9 @@ pub(super) trait Arch {
     /// Whether the instructions at `pc` set up a frame that is not set up
     /// yet, so [`Arch::ENTRY_ROW`] applies.
     fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool;
-    /// Whether `row` leaves the return address in the link register.
+    /// Whether `row` leaves the return address in the link register
+    /// (never, without one). Such a step, in a topmost frame, is a
+    /// [`FrameSource::LinkRegister`] one, and may leave the SP where it is.
     fn ra_in_lr(_row: &Row) -> bool {
         false
     }
@@ -423,15 +421,17 @@ fn unwind_frame<A: Arch, M: Memory>(
         }
         None => (A::step_frame_pointer(regs, mem)?, FrameSource::FramePointer),
     };
-    // A topmost frame whose return address is still in the link register.
-    let source = match (source, row) {
-        (FrameSource::Sframe, Some(row)) if A::LINK_REGISTER && exact && A::ra_in_lr(&row) => {
-            FrameSource::LinkRegister
-        }
-        (FrameSource::EntryRule, _) if A::LINK_REGISTER && A::ra_in_lr(&A::ENTRY_ROW) => {
-            FrameSource::LinkRegister
-        }
-        _ => source,
+    // A topmost frame whose return address is still in the link register
+    // (the entry rule applies only to a topmost frame).
+    let rule = match source {
+        FrameSource::Sframe => row,
+        FrameSource::EntryRule => Some(A::ENTRY_ROW),
+        _ => None,
+    };
+    let source = if exact && rule.is_some_and(|r| A::ra_in_lr(&r)) {
+        FrameSource::LinkRegister
+    } else {
+        source
     };
     // A return address may be signed (AArch64 pointer authentication).
     let next = Regs {
@@ -523,7 +523,7 @@ fn walk_frames<A: Arch, M: Memory>(
             // Only a topmost frame may leave the SP where it is (its
             // return address was in the link register): the next frame
             // is not topmost, so a walk cannot stand still twice.
-            let may_stay = A::LINK_REGISTER && exact;
+            let may_stay = source == FrameSource::LinkRegister;
             if next.sp < regs.sp || (next.sp == regs.sp && !may_stay) {
                 return Stop::CfaNotIncreasing;
             }
