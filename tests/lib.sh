@@ -58,6 +58,22 @@ check_fails() {
 # marked as a TAP skip with the reason.
 skip() { _result ok "$1 # SKIP $2"; }
 
+# tap_results FILE TAG NAME: a host-side checker's TAP output (FILE, run
+# here where the host cannot: arm64 recordings) as this suite's results,
+# each "N - TAG: " prefix replaced by "NAME: "; other lines shown.  A FILE
+# without any "ok" line (the checker failed to run) is a failure.
+tap_results() {
+	local file=$1 tag=$2 name=$3 line
+	while IFS= read -r line; do
+		case $line in
+		"ok "*) _result ok "$name: ${line#ok * - "$tag": }" ;;
+		"not ok "*) _result "not ok" "$name: ${line#not ok * - "$tag": }" ;;
+		*) printf '%s\n' "$line" ;;
+		esac
+	done <"$file"
+	grep -q '^ok' "$file" || _result "not ok" "$name: the checker ran"
+}
+
 # The kernel under test: "test" (the debug test kernel) or the name given
 # to guest-run --kernel (debian-7.3).  A debugging feature missing from the
 # test kernel is a failure; from a distribution kernel, a skip.

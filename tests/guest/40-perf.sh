@@ -38,17 +38,10 @@ record() {
 # chains DIR NAME...: tests/perf/chains.py's checks of the recordings NAME
 # in DIR, each one of this suite's results.
 chains() {
-	local dir=$1 line
+	local dir=$1
 	shift
 	python3 "$SFRAME_SRC/tests/perf/chains.py" check "$dir" "$@" >"$dir/chains.tap" 2>&1
-	while IFS= read -r line; do
-		case $line in
-		"ok "*) _result ok "${dir##*/}: ${line#ok * - perf: }" ;;
-		"not ok "*) _result "not ok" "${dir##*/}: ${line#not ok * - perf: }" ;;
-		*) printf '%s\n' "$line" ;;
-		esac
-	done <"$dir/chains.tap"
-	grep -q '^ok' "$dir/chains.tap" || _result "not ok" "${dir##*/}: chains.py ran"
+	tap_results "$dir/chains.tap" perf "${dir##*/}"
 }
 
 counter() { "$CTL" stats | awk -v n="$1" '$1 == n { print $2 }'; }

@@ -154,14 +154,7 @@ check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
 if [ "$defer" = 0 ]; then
 	# synth_chains.py's checks, here, each one of this suite's results.
 	python3 "$SFRAME_SRC/tests/perf/synth_chains.py" check "$D" module-g base-g >"$D/chains.tap" 2>&1
-	while IFS= read -r line; do
-		case $line in
-		"ok "*) _result ok "${line#ok * - synth: }" ;;
-		"not ok "*) _result "not ok" "${line#not ok * - synth: }" ;;
-		*) printf '%s\n' "$line" ;;
-		esac
-	done <"$D/chains.tap"
-	grep -q '^ok' "$D/chains.tap" || _result "not ok" "synth_chains.py ran"
+	tap_results "$D/chains.tap" synth synth
 fi
 
 # make stress: the four doing far more work (libc-work 100 times, about
