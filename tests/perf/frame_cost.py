@@ -1,0 +1,207 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Figures from a scripts/bench-frame-cost run directory: instructions per
+frame and per sample of each walk (results.txt), and where the walks'
+instructions go (profile-*.txt, `perf script` of a kernel-only cpu-clock
+recording taken while the walks ran).  Prints the tables of
+Documentation/benchmarks.rst and writes DIR/*.csv for scripts/bench's plots.
+
+  frame_cost.py DIR
+"""
+
+import bisect
+import collections
+import os
+import re
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench import write_csv  # noqa: E402
+
+VARIANTS = [
+    ("stock-fp", "perf's own frame-pointer walk (stock kernel, -fp build)"),
+    ("module-fp", "the module's frame-pointer step (unwind_fp_only=1, -fp build)"),
+    ("sframe-fpbuild", "the module's SFrame walk, -fp build (same stacks)"),
+    ("sframe", "the module's SFrame walk, no-FP build"),
+]
+
+
+def load(directory):
+    """{(key, depth): instructions per fault} and {("stats.KEY", counter):
+    value} from results.txt."""
+    values = {}
+    with open(os.path.join(directory, "results.txt")) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) == 3 and parts[0].startswith("stats."):
+                values[(parts[0], parts[1])] = int(parts[2])
+            elif len(parts) == 3 and parts[1].isdigit():
+                values[(parts[0], int(parts[1]))] = float(parts[2])
+    return values
+
+
+def short_name(name):
+    """A demangled Rust name without crate hashes and generic arguments,
+    its last three path components: enough to tell functions apart."""
+    name = re.sub(r"\[[0-9a-f]+\]", "", name)
+    # "<Type as Trait>::f" and "<Type>::f" name Type's f.
+    name = re.sub(r"^<([^<>]*?)(?: as [^<>]*)?>::", r"\1::", name)
+    while True:
+        shorter = re.sub(r"<[^<>]*>", "", name)
+        if shorter == name:
+            break
+        name = shorter
+    parts = [p for p in name.split("::") if p and not p.startswith("{")]
+    return "::".join(parts[-3:])
+
+
+def load_kallsyms(path):
+    """Sorted (address, name) pairs of the guest's /proc/kallsyms, Rust
+    names demangled (binutils' c++filt reads Rust's v0 mangling)."""
+    syms = []
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 3:
+                syms.append((int(parts[0], 16), parts[2]))
+    rust = sorted({n for _, n in syms if n.startswith("_R")})
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(rust), capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+        names = dict(zip(rust, out)) if len(out) == len(rust) else {}
+    except (OSError, subprocess.CalledProcessError):
+        names = {}
+    syms = [(a, short_name(names.get(n, n))) for a, n in syms]
+    syms.sort()
+    return syms
+
+
+def load_walkprof(path, syms):
+    """The phases of scripts/walkprof.c's output: (walks, instructions,
+    {function: instructions}, {function: calls}) each, blocks named by the
+    function they start in; a call is an execution of a function's first
+    block."""
+    addrs = [a for a, _ in syms]
+    phases, cur = [], None
+    with open(path) as f:
+        for line in f:
+            parts = line.split()
+            if parts and parts[0] == "phase":
+                cur = (int(parts[3]), int(parts[5]), collections.Counter(), collections.Counter())
+            elif parts == ["end"] and cur:
+                phases.append(cur)
+                cur = None
+            elif cur and len(parts) == 3:
+                pc, insns, count = int(parts[0], 16), int(parts[1]), int(parts[2])
+                i = bisect.bisect_right(addrs, pc) - 1
+                name = syms[i][1] if i >= 0 else "?"
+                cur[2][name] += insns * count
+                if i >= 0 and syms[i][0] == pc:
+                    cur[3][name] += count
+    return phases
+
+
+# What a function is for, by its name (first match wins).
+COMPONENTS = [
+    ("ftrace hook (trampoline, callback, redirect)", r"ftrace|accept|_shim$|regs_|sframe_current|sframe_user"),
+    ("user reads (copy_from_user_nmi)", r"copy_from_user|copy_user|rep_movs|__get_user|user_mem|"
+                                        r"nmi_uaccess|fault|extable|exception|irqentry|error_|bad_area|"
+                                        r"bsearch|cmp_ex|restore_regs|iret"),
+    ("lockdep and RCU checks", r"rcu|lock|lockdep|held|mark_|hardirqs"),
+    ("per-mm tree and cached section", r"maple|mas_|mtree|mm_has_sections|WalkRows|^lookup::"),
+    ("row lookup (index, FDE search, FRE scan)", r"find_row|find_fde|search|fre|decode_row|index|"
+                                                 r"Section::parse|header::Section"),
+    ("unwind steps (rules, checks, reads)", r"unwind::|step|recover|is_text|follows_call|strip"),
+    ("counters and clock", r"counters|Tally|now_ns|ktime|sched_clock"),
+    ("walk loop and callchain store", r"callchain_store|callchain_user|CallchainEntry"),
+]
+
+
+def component(name):
+    for comp, pattern in COMPONENTS:
+        if re.search(pattern, name):
+            return comp
+    return "other"
+
+
+def main():
+    d = sys.argv[1]
+    v = load(d)
+    depths = sorted({depth for key, depth in v if not key.startswith("stats.")})
+    lo, hi = depths[0], depths[-1]
+
+    print(f"Instructions per sample (page fault) beyond the same fault without -g, "
+          f"under -icount; chains of {', '.join(map(str, depths))} frames")
+    print()
+    header = "  " + f"{'walk':<64}" + "".join(f"{f'{x} frames':>13}" for x in depths) + \
+        f"{'per frame':>12}"
+    print(header)
+    per_frame, per_sample = {}, {}
+    for key, name in VARIANTS:
+        if (key, lo) not in v:
+            continue
+        row = []
+        for depth in depths:
+            row.append(v[(key, depth)] - v[("nog", depth)])
+        slope = (v[(key, hi)] - v[(key, lo)]) / (hi - lo)
+        per_frame[key], per_sample[key] = slope, row
+        print(f"  {name:<64}" + "".join(f"{x:13.0f}" for x in row) + f"{slope:12.1f}")
+    print()
+    base = per_frame.get("stock-fp")
+    if base:
+        print("  per frame, relative to perf's own frame-pointer walk:")
+        for key, name in VARIANTS:
+            if key in per_frame:
+                print(f"    {name:<62} {per_frame[key] / base:6.2f}x")
+        print("  per sample, relative to perf's own frame-pointer walk (same depth):")
+        for key, name in VARIANTS:
+            if key in per_sample and key != "stock-fp":
+                ratios = "  ".join(f"{a / b:5.2f}x" for a, b in zip(per_sample[key], per_sample["stock-fp"]))
+                print(f"    {name:<62} {ratios}")
+    print(f"  (a fault without perf: {v.get(('none', lo), 0):.0f} instructions; "
+          f"its sample without -g adds {v.get(('nog', lo), 0) - v.get(('none', lo), 0):.0f})")
+    print()
+    write_csv(d, "instructions-per-frame", "Instructions per frame of a user-stack walk (-icount)",
+              "instructions per frame", ["walk", "per frame"],
+              [[name, f"{per_frame[key]:.1f}"] for key, name in VARIANTS if key in per_frame])
+    write_csv(d, "instructions-per-sample",
+              "Instructions a -g sample adds, by chain depth (-icount)", "instructions per sample",
+              ["walk"] + [f"{x} frames" for x in depths],
+              [[name] + [f"{x:.0f}" for x in per_sample[key]] for key, name in VARIANTS
+               if key in per_sample])
+
+    syms_path = os.path.join(d, "kallsyms.txt")
+    prof_path = os.path.join(d, "walkprof.txt")
+    if not (os.path.exists(syms_path) and os.path.exists(prof_path)):
+        return 0
+    phases = load_walkprof(prof_path, load_kallsyms(syms_path))
+    frames = v.get(("stats.profile", "frames_sample"))
+    for (key, name), phase in zip((VARIANTS[0], VARIANTS[3]), phases):
+        walks, total, by_fn, calls = phase
+        per_walk = total / max(walks, 1)
+        print(f"Where {name}'s instructions go ({hi} frames deep; every instruction inside")
+        print(f"perf_callchain_user() counted by scripts/walkprof.c): {walks} walks, "
+              f"{per_walk:.0f} instructions per walk" +
+              (f", {total / frames:.0f} per frame ({frames / max(walks, 1):.1f} frames per walk)"
+               if key == "sframe" and frames else ""))
+        scale = (frames if key == "sframe" and frames else walks)
+        unit = "per frame" if key == "sframe" and frames else "per walk"
+        by_comp = collections.Counter()
+        for fn, n in by_fn.items():
+            by_comp[component(fn)] += n
+        rows = []
+        for comp, n in by_comp.most_common():
+            print(f"  {comp:<52} {n / scale:9.1f} {unit}  {100 * n / total:5.1f}%")
+            rows.append([comp, f"{n / scale:.1f}"])
+        print("  functions:")
+        for fn, n in by_fn.most_common(14):
+            print(f"    {fn[:58]:<58} {n / scale:9.1f} {unit}  {calls[fn] / max(walks, 1):6.1f} calls/walk")
+        print()
+        write_csv(d, f"profile-{key}", f"Where {name}'s instructions go",
+                  f"instructions {unit}", ["component", "instructions"], rows)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
