@@ -1,20 +1,26 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A copy's lookup index: built once, when the copy is made, kept and
-//! freed with the copy's bytes, and attached to the section at every
-//! walk-time lookup.
+//! A copy's lookup index and row table: built once, when the copy is made,
+//! kept and freed with the copy's bytes, and attached to the section at
+//! every walk-time lookup.
 //!
-//! Without it a lookup binary-searches all of a section's FDEs; with it,
-//! only the few that start in one bucket of the text (the decoder's
-//! `index.rs`).  It takes at most 2 bytes per FDE plus 36, nothing per
-//! FRE, and does not depend on the section's address, so the copies that
-//! every registration of the same bytes shares share it too.  Its bytes
-//! are charged with the copy's ([`copy_charge`]): what a user makes the
-//! module hold stays within the per-user and module-wide byte limits.
+//! Without them a lookup binary-searches all of a section's FDEs, decodes
+//! the function's FDE, scans its FREs and decodes the row: most of a
+//! walk's cost.  The row table (the decoder's `table.rs`) holds every row
+//! decoded and sorted by address: a lookup probes a few entries of one
+//! bucket and unpacks one word.  It takes about 13 bytes per FRE; the
+//! index (the decoder's `index.rs`, at most 2 bytes per FDE plus 36)
+//! narrows the search of the lookups the table leaves to the decoder
+//! (PCMASK functions, rows that do not pack) and of sections that get no
+//! table (functions spanning 4 GiB or more).  Neither depends on the
+//! section's address, so the copies that every registration of the same
+//! bytes shares share them too.  Their bytes are charged with the copy's
+//! ([`copy_charge`]): what a user makes the module hold stays within the
+//! per-user and module-wide byte limits.
 //!
-//! Contexts: built in process context (it allocates with
+//! Contexts: built in process context (allocated with
 //! `GFP_KERNEL_ACCOUNT`, charged to the caller's memory cgroup like the
-//! bytes, and reschedules every 1024 FDEs); attached in any context, NMI
+//! bytes, rescheduling every 1024 FDEs); attached in any context, NMI
 //! included (O(1), no allocation, no lock).
 
 use crate::sframe;
@@ -34,10 +40,13 @@ pub(super) enum IndexError {
 ///
 /// # Invariants
 ///
-/// `words` never changes once built: its capacity is what the copy's
-/// owner is charged for it, from the copy's making to its last use.
+/// `words` and `table` never change once built: their capacities are
+/// what the copy's owner is charged for them, from the copy's making to
+/// its last use.
 pub(super) struct CopyIndex {
     words: KVVec<u32>,
+    /// The row table, empty where the section gets none.
+    table: KVVec<u32>,
 }
 
 impl CopyIndex {
@@ -57,37 +66,75 @@ impl CopyIndex {
         if written != words.len() {
             return Err(IndexError::Format(sframe::Error::IndexTooSmall));
         }
-        // INVARIANT: built; nothing changes `words` from here on.
-        Ok(Self { words })
+        let table = Self::build_table(section, resched)?;
+        // INVARIANT: built; nothing changes `words` or `table` from here on.
+        Ok(Self { words, table })
+    }
+
+    /// The row table of `section`, or none (empty) for a section whose
+    /// functions span 4 GiB or more or whose rows are not decoded: its
+    /// lookups then go to the decoder, through the index.
+    fn build_table(
+        section: &sframe::Section<'_>,
+        resched: &mut dyn FnMut(),
+    ) -> Result<KVVec<u32>, IndexError> {
+        let n = match section.table_words(resched) {
+            Ok(n) => n,
+            Err(sframe::Error::TableSpan | sframe::Error::UnsupportedRows) => {
+                return Ok(KVVec::new())
+            }
+            Err(e) => return Err(IndexError::Format(e)),
+        };
+        let mut table =
+            KVVec::from_elem(0u32, n, GFP_KERNEL_ACCOUNT).map_err(|_| IndexError::NoMemory)?;
+        let written = section
+            .build_table(&mut table, resched)
+            .map_err(IndexError::Format)?;
+        if written != table.len() {
+            return Err(IndexError::Format(sframe::Error::IndexTooSmall));
+        }
+        Ok(table)
     }
 
     /// The same index, for a new copy of the same bytes (a fork child's
     /// revived copy): copied, not built again.  Process context.
     pub(super) fn try_clone(&self) -> Result<Self, IndexError> {
-        let mut words = KVVec::new();
-        words
-            .extend_from_slice(&self.words, GFP_KERNEL_ACCOUNT)
-            .map_err(|_| IndexError::NoMemory)?;
-        Ok(Self { words })
+        let copy = |from: &KVVec<u32>| -> Result<KVVec<u32>, IndexError> {
+            let mut words = KVVec::new();
+            words
+                .extend_from_slice(from, GFP_KERNEL_ACCOUNT)
+                .map_err(|_| IndexError::NoMemory)?;
+            Ok(words)
+        };
+        Ok(Self {
+            words: copy(&self.words)?,
+            table: copy(&self.table)?,
+        })
     }
 
-    /// The kernel memory the index holds, in bytes.
+    /// The kernel memory the index and the row table hold, in bytes.
     pub(super) fn kernel_bytes(&self) -> u64 {
-        (self.words.capacity() as u64).saturating_mul(u64::from(u32::BITS / 8))
+        let words = self.words.capacity().saturating_add(self.table.capacity());
+        (words as u64).saturating_mul(u64::from(u32::BITS / 8))
     }
 
     /// `section`, parsed from the bytes this index was built for (at any
-    /// address), with lookups through the index: O(1), any context.  An
-    /// index that does not fit (never the case for the copy's own bytes)
-    /// leaves the section as it was: slower lookups, the same rows.
+    /// address), with lookups through the row table and the index: O(1),
+    /// any context.  One that does not fit (never the case for the copy's
+    /// own bytes) leaves the section without it: slower lookups, the same
+    /// rows.
     pub(super) fn attach<'a>(&'a self, section: sframe::Section<'a>) -> sframe::Section<'a> {
-        section.with_index(&self.words).unwrap_or(section)
+        let section = section.with_index(&self.words).unwrap_or(section);
+        if self.table.is_empty() {
+            return section;
+        }
+        section.with_table(&self.table).unwrap_or(section)
     }
 }
 
 /// What a copy of `bytes_len` section bytes with `index` is charged
 /// against its owner's and the module's byte limits, and counted in
-/// `SFRAME_IOC_STATS`: the bytes and the index.
+/// `SFRAME_IOC_STATS`: the bytes, the index and the row table.
 pub(super) fn copy_charge(bytes_len: usize, index: &CopyIndex) -> u64 {
     (bytes_len as u64).saturating_add(index.kernel_bytes())
 }

@@ -10,7 +10,7 @@
 mod common;
 mod readelf_common;
 
-use common::{harness, sample_fdes, FdeB, FreB, SectionB};
+use common::{harness, harness::check_table, sample_fdes, FdeB, FreB, SectionB};
 use proptest::prelude::*;
 use readelf_common::{fixtures, sframe_section};
 use sframe::{Budget, Error, Section, FDES_PER_BUCKET};
@@ -397,6 +397,7 @@ proptest! {
             extra.push(addr.wrapping_add(pc % 0x100_0000));
         }
         assert_same(&plain, &fast, interesting_pcs(&plain, &extra));
+        check_table(&plain, &interesting_pcs(&plain, &extra), validated);
     }
 
     /// Mutated real sections: the same, wherever they still parse and an

@@ -76,6 +76,8 @@ pub enum Error {
     IndexTooSmall,
     /// A lookup index that was not built for this section.
     BadIndex,
+    /// The section's functions span 4 GiB or more: no row table.
+    TableSpan,
 }
 
 impl Error {
@@ -113,6 +115,7 @@ impl Error {
             Error::UnsupportedRows => "rows of this ABI are not decoded",
             Error::IndexTooSmall => "buffer too small for the lookup index",
             Error::BadIndex => "lookup index does not belong to the section",
+            Error::TableSpan => "functions span too much for a row table",
         }
     }
 }

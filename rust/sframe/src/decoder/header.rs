@@ -10,6 +10,7 @@
 
 use super::bytes::{usize_from, Bytes};
 use super::index::Index;
+use super::table::Table;
 use super::Error;
 
 /// Size of the fixed SFrame header.
@@ -100,6 +101,8 @@ pub struct Section<'a> {
     pub(super) fres: Bytes<'a>,
     /// The lookup index, if one was given ([`Section::with_index`]).
     pub(super) index: Option<Index<'a>>,
+    /// The row table, if one was given ([`Section::with_table`]).
+    pub(super) table: Option<Table<'a>>,
 }
 
 impl<'a> Section<'a> {
@@ -213,6 +216,7 @@ impl<'a> Section<'a> {
             fdes,
             fres,
             index: None,
+            table: None,
         })
     }
 

@@ -59,13 +59,13 @@ pub struct Index<'a> {
 }
 
 /// `value >> shift`, 0 once every bit is shifted out.
-fn shr(value: u64, shift: u32) -> u64 {
+pub(super) fn shr(value: u64, shift: u32) -> u64 {
     value.checked_shr(shift).unwrap_or(0)
 }
 
 /// The smallest shift that cuts `span + 1` bytes into at most `target`
 /// buckets, and the number of buckets it gives.
-fn geometry(span: u64, target: u64) -> (u32, u64) {
+pub(super) fn geometry(span: u64, target: u64) -> (u32, u64) {
     let mut shift = 0;
     // At most 65 iterations: `shr` by 64 gives 0, and 0 + 1 <= target.
     while shift < 64 && shr(span, shift) >= target {

@@ -25,7 +25,7 @@ pub const MAX_FRES_SCANNED: u32 = 1024;
 
 /// The most FDEs a binary search over `num_fdes` of them probes:
 /// `floor(log2(num_fdes)) + 1`, the bit length (0 for none).
-fn search_probes(num_fdes: u32) -> u32 {
+pub(super) fn search_probes(num_fdes: u32) -> u32 {
     u32::BITS.wrapping_sub(num_fdes.leading_zeros())
 }
 
@@ -112,6 +112,9 @@ impl<'a> Section<'a> {
     /// match on `(pc - start) % rep_size`; the FRE scan is capped at
     /// [`MAX_FRES_SCANNED`].
     pub fn find_row(&self, pc: u64) -> Result<Option<Row>, Error> {
+        if let Some(found) = self.table_row(pc, &mut Budget::unlimited()) {
+            return found;
+        }
         // Without a budget to keep, the FRE count is not needed.
         let mut decoded = 0;
         let bounds = self.search_bounds(pc);
@@ -128,6 +131,10 @@ impl<'a> Section<'a> {
     /// first ([`Error::BudgetExhausted`], and the budget is marked
     /// exhausted). No other error depends on the budget.
     pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
+        // The row table, when there is one: a few probes, no scan.
+        if let Some(found) = self.table_row(pc, budget) {
+            return found;
+        }
         let bounds = self.search_bounds(pc);
         let probes = search_probes(bounds.1.saturating_sub(bounds.0))
             .saturating_add(u32::from(self.index.is_some()));

@@ -29,6 +29,7 @@ mod fre;
 mod header;
 mod index;
 mod lookup;
+mod table;
 pub mod unwind;
 mod validate;
 
@@ -41,3 +42,4 @@ pub use self::header::{
 };
 pub use self::index::{Index, FDES_PER_BUCKET};
 pub use self::lookup::MAX_FRES_SCANNED;
+pub use self::table::{Table, ENTRIES_PER_BUCKET};

@@ -98,6 +98,8 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
         }
     }
 
+    check_table(&sec, &asked, validated);
+
     // The lookup index: a validated section always gets one, and wherever
     // one can be built, lookups with it answer as lookups without, paying
     // no more from a budget.
@@ -131,5 +133,85 @@ pub fn exercise_section(data: &[u8], addr: u64, seed: u64) {
         // One unit more at most: the read of the index's words.
         assert!(a.spent() <= b.spent() + 1, "indexed lookup paid more");
         assert!(a.spent() >= 1, "indexed lookup paid nothing");
+    }
+}
+
+/// `sec`'s row from its FREs one by one, without the lookup's FRE cap:
+/// what a row table answers.  For PCMASK functions, the decoder's own
+/// answer (the table sends those to it).
+pub fn reference_row(sec: &Section<'_>, pc: u64) -> Result<Option<sframe::Row>, Error> {
+    let mut found = None;
+    for fde in sec.fdes() {
+        let fde = fde?;
+        if fde.start <= pc {
+            found = Some(fde);
+        }
+    }
+    let Some(fde) = found.filter(|f| f.contains(pc)) else {
+        return Ok(None);
+    };
+    if fde.pc_type == PcType::Mask {
+        return sec.find_row(pc);
+    }
+    let mut row = None;
+    for fre in sec.fres(&fde) {
+        let fre = fre?;
+        if fre.start > pc {
+            break;
+        }
+        row = Some(fre.row);
+    }
+    Ok(row)
+}
+
+/// The row table: a validated section always gets one unless its
+/// functions span 4 GiB or more or its rows are not decoded (s390x), and wherever one is built, lookups with
+/// it answer as the decoder does, except that they also find the rows
+/// beyond the decoder's FRE cap; a lookup through it pays at least one
+/// unit, and at most its probes of one bucket beyond what the decoder
+/// would.
+pub fn check_table(sec: &Section<'_>, pcs: &[u64], validated: bool) {
+    let built = sec.table_words(&mut || {}).and_then(|n| {
+        let mut words = vec![0u32; n];
+        let written = sec.build_table(&mut words, &mut || {})?;
+        assert_eq!(written, n, "build_table wrote what table_words said");
+        Ok(words)
+    });
+    let words = match built {
+        Ok(words) => words,
+        Err(e) => {
+            assert!(
+                !validated || matches!(e, Error::TableSpan | Error::UnsupportedRows),
+                "no row table for a valid section: {e:?}"
+            );
+            return;
+        }
+    };
+    let fast = sec
+        .with_table(&words)
+        .expect("a row table fits its own section");
+    assert!(fast.has_table() && !sec.has_table());
+    for &pc in pcs {
+        let plain = sec.find_row(pc);
+        let expected = match plain {
+            Err(Error::TooManyFres) => reference_row(sec, pc),
+            other => other,
+        };
+        assert_eq!(fast.find_row(pc), expected, "table find_row({pc:#x})");
+        let mut budget = Budget::unlimited();
+        assert_eq!(
+            fast.find_row_within(pc, &mut budget),
+            expected,
+            "table find_row_within({pc:#x})"
+        );
+        assert!(budget.spent() >= 1, "a table lookup paid nothing");
+        // The bucket's probes, plus the decoder's own work where the table
+        // sends a lookup on to it (PCMASK functions, rows that do not pack).
+        let mut plain_budget = Budget::unlimited();
+        let _ = sec.find_row_within(pc, &mut plain_budget);
+        assert!(
+            budget.spent() <= 34 + plain_budget.spent(),
+            "a table lookup paid {budget:?}"
+        );
     }
 }

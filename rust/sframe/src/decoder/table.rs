@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A row table for a section: every row its lookups can return, decoded
+//! once (at registration) into a buffer the caller provides and keeps next
+//! to the section's bytes.
+//!
+//! A lookup without it searches the FDEs, decodes the function's FDE, scans
+//! its FREs from the first (they have variable sizes) and decodes the row:
+//! several hundred instructions per frame of a stack walk, most of a walk's
+//! cost.  With it, a lookup reads two adjacent bucket words, binary-searches
+//! the few entries between them and unpacks one 64-bit word.
+//!
+//! The table flattens the section into sorted entries, each the address
+//! where a row starts to apply and a packed value: one per FRE, plus one
+//! with no row where a function's rows have not started (its first FRE
+//! starts after it) and one where a function ends before the next begins.
+//! A PC's row is the value of the last entry at or below it.  A row that
+//! does not pack (a dereferenced CFA, a rule on another register, an offset
+//! beyond the packed range) and a PCMASK function (its rows repeat) are
+//! entries that send the lookup to the decoder, which answers as it would
+//! without the table.
+//!
+//! Layout (`u32` words, native byte order, it never leaves the machine):
+//!
+//! ```text
+//! [0] TABLE_MAGIC     [1] num_fdes     [2] num_fres     [3] fre_len
+//! [4] first function start minus the section address, low word
+//! [5] the same, high word (the table serves the section at any address)
+//! [6] shift           [7] buckets (nb)  [8] entries (ne)  [9] 0
+//! [10 .. 10 + nb + 1]          entries starting at or below bucket b's first byte
+//! [.. + ne]                    entry starts, minus the first function start
+//! [.. + 2 ne]                  entry values, low word then high word
+//! ```
+//!
+//! Size: 12 bytes per entry (at most one per FRE plus two per FDE) and
+//! about 1 per entry for the buckets.  [`Section::table_words`] says
+//! exactly how many words.
+//!
+//! The table is trusted to be the one [`Section::build_table`] made for the
+//! same bytes: [`Section::with_table`] checks its shape in O(1), and a
+//! lookup reads it with bounds checks, falling back to the decoder when
+//! what it reads is impossible.  A wrong table can make a lookup wrong,
+//! never panic or loop; a right one gives the decoder's answers, except
+//! that it also finds the rows the decoder's FRE scan refuses to reach
+//! ([`Error::TooManyFres`]): it does not scan.
+
+use super::budget::Budget;
+use super::fre::{CfaRule, Reg, RegRule, Row};
+use super::header::Section;
+use super::index::{geometry, shr};
+use super::lookup::search_probes;
+use super::{Error, PcType};
+
+/// Identifies a row table, and its layout revision ("SFT1").
+const TABLE_MAGIC: u32 = 0x5346_5431;
+/// Words before the bucket table.
+const HEADER_WORDS: usize = 10;
+/// Entries per bucket, on average at most: a lookup probes about `log2`
+/// of it.
+pub const ENTRIES_PER_BUCKET: u32 = 4;
+/// `resched` is called after this many FDEs.
+const RESCHED_FDES: u32 = 1024;
+
+/// Entry kinds, bits 0-1 of a value.
+const KIND_NONE: u64 = 0;
+const KIND_ROW: u64 = 1;
+const KIND_DECODER: u64 = 2;
+const KIND_MASK: u64 = 3;
+/// Row flags.
+const CFA_FP: u64 = 1 << 2;
+const OUTERMOST: u64 = 1 << 3;
+const SIGNAL_FRAME: u64 = 1 << 4;
+const MANGLED_RA: u64 = 1 << 5;
+/// Rule kinds of RA (bits 6-7) and FP (bits 8-9).
+const RA_SHIFT: u32 = 6;
+const FP_SHIFT: u32 = 8;
+const RULE_UNCHANGED: u64 = 0;
+const RULE_AT_CFA: u64 = 1;
+const RULE_UNDEFINED: u64 = 2;
+/// Offsets: the CFA's in bits 16-39, RA's in 40-51, FP's in 52-63, signed.
+const CFA_OFF_SHIFT: u32 = 16;
+const CFA_OFF_BITS: u32 = 24;
+const RA_OFF_SHIFT: u32 = 40;
+const FP_OFF_SHIFT: u32 = 52;
+const REG_OFF_BITS: u32 = 12;
+
+/// A row table of one section, borrowed from the caller's buffer, checked
+/// for shape by [`Section::with_table`].
+#[derive(Clone, Copy, Debug)]
+pub struct Table<'a> {
+    /// `nb + 1` words: entries starting at or below each bucket's first byte.
+    buckets: &'a [u32],
+    /// `ne` entry starts, relative to the first function's start.
+    starts: &'a [u32],
+    /// `2 ne` words: the entries' values.
+    values: &'a [u32],
+    shift: u32,
+    /// First function start minus the section address (mod 2^64).
+    first_off: u64,
+}
+
+/// `value` as a signed field of `bits` bits, if it fits.
+fn pack_signed(value: i32, bits: u32) -> Option<u64> {
+    let limit = 1i64 << (bits - 1);
+    let v = i64::from(value);
+    (-limit..limit)
+        .contains(&v)
+        .then(|| (v as u64) & ((1u64 << bits) - 1))
+}
+
+/// The signed field of `bits` bits at `shift` in `value`.
+fn unpack_signed(value: u64, shift: u32, bits: u32) -> i32 {
+    // Shift the field to the top, then back with the sign.
+    let top = (value << (64 - shift - bits)) as i64;
+    (top >> (64 - bits)) as i32
+}
+
+/// The kind bits of a rule, and its offset for `AtCfa`.
+fn pack_rule(rule: RegRule) -> Option<(u64, i32)> {
+    match rule {
+        RegRule::Unchanged => Some((RULE_UNCHANGED, 0)),
+        RegRule::AtCfa(off) => Some((RULE_AT_CFA, off)),
+        RegRule::Undefined => Some((RULE_UNDEFINED, 0)),
+        _ => None,
+    }
+}
+
+fn unpack_rule(kind: u64, offset: i32) -> RegRule {
+    match kind {
+        RULE_AT_CFA => RegRule::AtCfa(offset),
+        RULE_UNDEFINED => RegRule::Undefined,
+        _ => RegRule::Unchanged,
+    }
+}
+
+/// `row` packed into an entry value, if it fits.
+fn pack_row(row: &Row) -> Option<u64> {
+    let cfa_fp = match (row.cfa.base, row.cfa.deref) {
+        (Reg::Sp, false) => 0,
+        (Reg::Fp, false) => CFA_FP,
+        _ => return None,
+    };
+    let (ra_kind, ra_off) = pack_rule(row.ra)?;
+    let (fp_kind, fp_off) = pack_rule(row.fp)?;
+    let flag = |set: bool, bit: u64| if set { bit } else { 0 };
+    Some(
+        KIND_ROW
+            | cfa_fp
+            | flag(row.outermost, OUTERMOST)
+            | flag(row.signal_frame, SIGNAL_FRAME)
+            | flag(row.mangled_ra, MANGLED_RA)
+            | ra_kind << RA_SHIFT
+            | fp_kind << FP_SHIFT
+            | pack_signed(row.cfa.offset, CFA_OFF_BITS)? << CFA_OFF_SHIFT
+            | pack_signed(ra_off, REG_OFF_BITS)? << RA_OFF_SHIFT
+            | pack_signed(fp_off, REG_OFF_BITS)? << FP_OFF_SHIFT,
+    )
+}
+
+/// The row of an entry value of kind [`KIND_ROW`].
+#[inline(always)]
+fn unpack_row(v: u64) -> Row {
+    Row {
+        cfa: CfaRule {
+            base: if v & CFA_FP != 0 { Reg::Fp } else { Reg::Sp },
+            offset: unpack_signed(v, CFA_OFF_SHIFT, CFA_OFF_BITS),
+            deref: false,
+        },
+        ra: unpack_rule(
+            (v >> RA_SHIFT) & 3,
+            unpack_signed(v, RA_OFF_SHIFT, REG_OFF_BITS),
+        ),
+        fp: unpack_rule(
+            (v >> FP_SHIFT) & 3,
+            unpack_signed(v, FP_OFF_SHIFT, REG_OFF_BITS),
+        ),
+        outermost: v & OUTERMOST != 0,
+        signal_frame: v & SIGNAL_FRAME != 0,
+        mangled_ra: v & MANGLED_RA != 0,
+    }
+}
+
+/// Where [`Section::build_table`] writes entries: counts them when there
+/// is nowhere to write, as [`Section::table_words`] needs.
+struct Entries<'o> {
+    starts: &'o mut [u32],
+    values: &'o mut [u32],
+    n: usize,
+    /// The start of the last entry written, relative to the first function.
+    last: Option<u64>,
+}
+
+impl Entries<'_> {
+    /// Adds an entry at `rel` (relative to the first function's start):
+    /// starts must increase strictly.
+    ///
+    /// An entry at the same start as the last replaces it: two FREs at the
+    /// same offset, of which the decoder's scan takes the second.
+    fn push(&mut self, rel: u64, value: u64, count_only: bool) -> Result<(), Error> {
+        let slot = match self.last {
+            Some(last) if rel < last => return Err(Error::FdesOverlap),
+            // `n > 0` once there is a last entry.
+            Some(last) if rel == last => self.n.wrapping_sub(1),
+            _ => self.n,
+        };
+        let start = u32::try_from(rel).map_err(|_| Error::TableSpan)?;
+        if !count_only {
+            let at = slot.wrapping_mul(2);
+            let (Some(s), Some([lo, hi])) = (
+                self.starts.get_mut(slot),
+                self.values.get_mut(at..at.wrapping_add(2)),
+            ) else {
+                return Err(Error::IndexTooSmall);
+            };
+            *s = start;
+            *lo = (value & 0xffff_ffff) as u32;
+            *hi = (value >> 32) as u32;
+        }
+        if slot == self.n {
+            self.n = self.n.checked_add(1).ok_or(Error::TableSpan)?;
+        }
+        self.last = Some(rel);
+        Ok(())
+    }
+}
+
+impl<'a> Section<'a> {
+    /// The entries of this section's table, written into `entries` (or
+    /// only counted), calling `resched` about every 1024 FDEs.  Returns
+    /// the first function's start.
+    fn table_entries(
+        &self,
+        entries: &mut Entries<'_>,
+        count_only: bool,
+        resched: &mut dyn FnMut(),
+    ) -> Result<u64, Error> {
+        let first = match self.fdes().next() {
+            Some(fde) => fde?.start,
+            None => self.addr,
+        };
+        let mut since_resched: u32 = 0;
+        for index in 0..self.num_fdes {
+            since_resched = since_resched.wrapping_add(1);
+            if since_resched == RESCHED_FDES {
+                resched();
+                since_resched = 0;
+            }
+            let fde = self.fde(index)?;
+            let next = match index.checked_add(1).filter(|&n| n < self.num_fdes) {
+                Some(n) => self.fde_range(n)?.0,
+                None => u64::MAX,
+            };
+            // The lookup takes the last function starting at or below a
+            // PC: this one's rows stop where the next one starts.
+            let limit = fde.end().min(next);
+            let rel = |addr: u64| addr.checked_sub(first).ok_or(Error::FdesNotSorted);
+            if fde.pc_type == PcType::Mask {
+                entries.push(rel(fde.start)?, KIND_DECODER, count_only)?;
+            } else {
+                let mut rows_started = false;
+                for fre in self.fres(&fde) {
+                    let fre = fre?;
+                    if fre.start >= limit {
+                        break;
+                    }
+                    if !rows_started && fre.start > fde.start {
+                        entries.push(rel(fde.start)?, KIND_NONE, count_only)?;
+                    }
+                    rows_started = true;
+                    let value = pack_row(&fre.row).unwrap_or(KIND_DECODER);
+                    entries.push(rel(fre.start)?, value, count_only)?;
+                }
+                if !rows_started {
+                    entries.push(rel(fde.start)?, KIND_NONE, count_only)?;
+                }
+            }
+            if limit < next && limit > fde.start {
+                entries.push(rel(limit)?, KIND_NONE, count_only)?;
+            }
+        }
+        Ok(first)
+    }
+
+    /// The table's shape: `(entries, shift, buckets, words)`.
+    fn table_layout(&self, resched: &mut dyn FnMut()) -> Result<(usize, u32, usize, usize), Error> {
+        let mut count = Entries {
+            starts: &mut [],
+            values: &mut [],
+            n: 0,
+            last: None,
+        };
+        self.table_entries(&mut count, true, resched)?;
+        let span = count.last.unwrap_or(0);
+        let target = u64::try_from(count.n)
+            .map_err(|_| Error::TableSpan)?
+            .div_ceil(u64::from(ENTRIES_PER_BUCKET))
+            .max(1);
+        let (shift, buckets) = geometry(span, target);
+        let nb = usize::try_from(buckets).map_err(|_| Error::TableSpan)?;
+        let words = count
+            .n
+            .checked_mul(3)
+            .and_then(|w| w.checked_add(nb))
+            .and_then(|w| w.checked_add(HEADER_WORDS + 1))
+            .ok_or(Error::TableSpan)?;
+        Ok((count.n, shift, nb, words))
+    }
+
+    /// How many `u32` words [`Section::build_table`] writes for this
+    /// section.  O(FDEs + FREs): decodes every row (`resched` is called
+    /// about every 1024 FDEs).  [`Error::TableSpan`] if the section's
+    /// functions span 4 GiB or more.
+    pub fn table_words(&self, resched: &mut dyn FnMut()) -> Result<usize, Error> {
+        Ok(self.table_layout(resched)?.3)
+    }
+
+    /// Builds this section's row table into `out` and returns the number
+    /// of words written (a prefix of `out`, [`Section::table_words`] of
+    /// them); [`Section::with_table`] then makes lookups use it.
+    ///
+    /// O(FDEs + FREs), no allocation; `resched` is called about every 1024
+    /// FDEs.  Meant for a validated section: fails on any FDE or FRE that
+    /// does not decode, on functions that overlap, and with
+    /// [`Error::IndexTooSmall`] if `out` is shorter than needed.
+    pub fn build_table(&self, out: &mut [u32], resched: &mut dyn FnMut()) -> Result<usize, Error> {
+        let (n, shift, nb, words) = self.table_layout(resched)?;
+        let out = out.get_mut(..words).ok_or(Error::IndexTooSmall)?;
+        let (header, rest) = out.split_at_mut(HEADER_WORDS);
+        let (bucket_words, rest) = rest.split_at_mut(nb.wrapping_add(1));
+        let (starts, values) = rest.split_at_mut(n);
+        let mut entries = Entries {
+            starts,
+            values,
+            n: 0,
+            last: None,
+        };
+        let first = self.table_entries(&mut entries, false, resched)?;
+        if entries.n != n {
+            return Err(Error::IndexTooSmall);
+        }
+        // Bucket b: the entries starting at or below its first byte.
+        let mut e = 0usize;
+        for (b, slot) in bucket_words.iter_mut().enumerate() {
+            // Below `nb`, `b << shift` is at most the last entry's start.
+            let first_byte = u64::try_from(b)
+                .ok()
+                .and_then(|b| b.checked_shl(shift))
+                .unwrap_or(u64::MAX);
+            while entries
+                .starts
+                .get(e)
+                .is_some_and(|&s| u64::from(s) <= first_byte)
+            {
+                e = e.wrapping_add(1);
+            }
+            // The last word: all of them.
+            *slot = u32::try_from(if b == nb { n } else { e }).map_err(|_| Error::TableSpan)?;
+        }
+        let first_off = first.wrapping_sub(self.addr);
+        header.copy_from_slice(&[
+            TABLE_MAGIC,
+            self.num_fdes,
+            self.num_fres,
+            self.fre_len(),
+            (first_off & 0xffff_ffff) as u32,
+            (first_off >> 32) as u32,
+            shift,
+            u32::try_from(nb).map_err(|_| Error::TableSpan)?,
+            u32::try_from(n).map_err(|_| Error::TableSpan)?,
+            0,
+        ]);
+        Ok(words)
+    }
+
+    /// This section with lookups ([`Section::find_row`],
+    /// [`Section::find_row_within`]) that use `table`, which
+    /// [`Section::build_table`] built for the same bytes (at any address).
+    /// O(1): checks the table's header against the section and its length;
+    /// [`Error::BadIndex`] if they do not match.
+    pub fn with_table(mut self, table: &'a [u32]) -> Result<Section<'a>, Error> {
+        let header = table.get(..HEADER_WORDS).ok_or(Error::BadIndex)?;
+        let [magic, num_fdes, num_fres, fre_len, lo, hi, shift, nb, ne, _] = header else {
+            return Err(Error::BadIndex);
+        };
+        let nb = usize::try_from(*nb).map_err(|_| Error::BadIndex)?;
+        let ne = usize::try_from(*ne).map_err(|_| Error::BadIndex)?;
+        let len = ne
+            .checked_mul(3)
+            .and_then(|w| w.checked_add(nb))
+            .and_then(|w| w.checked_add(HEADER_WORDS + 1));
+        if *magic != TABLE_MAGIC
+            || *num_fdes != self.num_fdes
+            || *num_fres != self.num_fres
+            || *fre_len != self.fre_len()
+            || *shift > 64
+            || len != Some(table.len())
+        {
+            return Err(Error::BadIndex);
+        }
+        let rest = table.get(HEADER_WORDS..).ok_or(Error::BadIndex)?;
+        let (buckets, rest) = rest.split_at(nb.wrapping_add(1));
+        let (starts, values) = rest.split_at(ne);
+        self.table = Some(Table {
+            buckets,
+            starts,
+            values,
+            shift: *shift,
+            first_off: u64::from(*lo) | u64::from(*hi) << 32,
+        });
+        Ok(self)
+    }
+
+    /// Whether lookups use a row table ([`Section::with_table`]).
+    pub fn has_table(&self) -> bool {
+        self.table.is_some()
+    }
+
+    /// The table's answer for `pc`, the entries it probes paid from
+    /// `budget` first (one unit more for the bucket words); `None` to ask
+    /// the decoder.  `Err` only for a budget that runs out.
+    #[inline(always)]
+    pub(super) fn table_row(
+        &self,
+        pc: u64,
+        budget: &mut Budget,
+    ) -> Option<Result<Option<Row>, Error>> {
+        let table = self.table.as_ref()?;
+        let first_off = i64::from_ne_bytes(table.first_off.to_ne_bytes());
+        let first = self.addr.checked_add_signed(first_off)?;
+        let Some(key) = pc.checked_sub(first) else {
+            // Below the first function.
+            return budget
+                .charge(1)
+                .then_some(Ok(None))
+                .or(Some(Err(Error::BudgetExhausted)));
+        };
+        let nb = table.buckets.len().wrapping_sub(1);
+        let bucket = usize::try_from(shr(key, table.shift)).unwrap_or(usize::MAX);
+        let (lo, hi) = if bucket >= nb {
+            // At or past the last entry's start (the last bucket holds it).
+            let all = table.buckets.get(nb).copied()?;
+            (all, all)
+        } else {
+            (
+                table.buckets.get(bucket).copied()?,
+                table.buckets.get(bucket.wrapping_add(1)).copied()?,
+            )
+        };
+        if lo > hi {
+            return None;
+        }
+        let probes = search_probes(hi.wrapping_sub(lo));
+        if !budget.charge(probes.saturating_add(1)) {
+            return Some(Err(Error::BudgetExhausted));
+        }
+        // Entries below `lo` start at or below `key`, those from `hi` on
+        // above it.
+        let (mut l, mut h) = (lo, hi);
+        while l < h {
+            let mid = l.wrapping_add(h.wrapping_sub(l) / 2);
+            let start = table.starts.get(usize::try_from(mid).ok()?).copied()?;
+            if u64::from(start) <= key {
+                l = mid.wrapping_add(1);
+            } else {
+                h = mid;
+            }
+        }
+        let Some(found) = l.checked_sub(1) else {
+            return Some(Ok(None));
+        };
+        let i = usize::try_from(found).ok()?.checked_mul(2)?;
+        let value = match (table.values.get(i), table.values.get(i.wrapping_add(1))) {
+            (Some(&lo), Some(&hi)) => u64::from(lo) | u64::from(hi) << 32,
+            _ => return None,
+        };
+        match value & KIND_MASK {
+            KIND_NONE => Some(Ok(None)),
+            KIND_ROW => Some(Ok(Some(unpack_row(value)))),
+            _ => None,
+        }
+    }
+}
