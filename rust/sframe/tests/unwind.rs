@@ -8,8 +8,8 @@ use common::hostile::{deep_chain, sigreturn_chain, Hostile, SectionRows};
 use common::stack::{Mem, SecLookup};
 use common::{ctl, FdeB, FreB, SectionB};
 use sframe::unwind::{
-    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Regs, Stop, WalkLimits,
-    Walked, ENTRY_ROW, RT_SIGRETURN_INSNS, SAMPLE_MAX_FRES, SAMPLE_MAX_WORK,
+    step_amd64, walk_amd64, walk_amd64_metered, FrameSource, Lookup, Memory, Regs, Stop,
+    WalkLimits, Walked, ENTRY_ROW, RT_SIGRETURN_INSNS, SAMPLE_MAX_FRES, SAMPLE_MAX_WORK,
 };
 use sframe::{CfaRule, Reg, RegRule, Row, Section};
 
@@ -582,4 +582,72 @@ fn the_budget_bounds_the_worst_chain() {
             assert!(walked.work <= limits.max_work, "{walked:?}");
         }
     }
+}
+
+/// Memory that counts reads.
+struct Counted<'m>(&'m mut Mem, u32);
+
+impl Memory for Counted<'_> {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        self.1 += 1;
+        self.0.read_u64(addr)
+    }
+    fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        self.1 += 1;
+        self.0.read(addr, buf)
+    }
+}
+
+/// A return address and a frame pointer saved within 32 bytes of each
+/// other are read with one read (a frame record, or registers pushed
+/// together), farther apart with two; the values are those two reads
+/// give, and an unreadable word in the span fails the step as it would.
+#[test]
+fn ra_and_fp_saved_together_take_one_read() {
+    let mut mem = Mem::default();
+    for (i, v) in [0x1111u64, 0x2222, 0x3333, 0x4444, 0x5555, 0x6666]
+        .iter()
+        .enumerate()
+    {
+        mem.put64(0x1000 + 8 * i as u64, *v);
+    }
+    let regs = Regs {
+        pc: 1,
+        sp: 0x1000,
+        fp: 0x9000,
+        lr: 0,
+    };
+    // (CFA offset, FP offset) -> (pc, fp, reads).
+    for (cfa, fp_off, want) in [
+        (16, -16, (0x2222, 0x1111, 1)),
+        (32, -24, (0x4444, 0x2222, 1)),
+        (40, -32, (0x5555, 0x2222, 1)),
+        (40, -40, (0x5555, 0x1111, 2)),
+        (48, -48, (0x6666, 0x1111, 2)),
+    ] {
+        let mut r = sp_row(cfa);
+        r.fp = RegRule::AtCfa(fp_off);
+        let mut counted = Counted(&mut mem, 0);
+        let next = step_amd64(&r, &regs, &mut counted).unwrap();
+        assert_eq!(
+            (next.pc, next.fp, counted.1),
+            want,
+            "CFA+{cfa}, FP at CFA{fp_off}"
+        );
+    }
+    // FP saved above the RA: the same.
+    let mut r = sp_row(16);
+    r.ra = RegRule::AtCfa(-16);
+    r.fp = RegRule::AtCfa(-8);
+    let mut counted = Counted(&mut mem, 0);
+    let next = step_amd64(&r, &regs, &mut counted).unwrap();
+    assert_eq!((next.pc, next.fp, counted.1), (0x1111, 0x2222, 1));
+    // The span runs past readable memory: a fault, as either read's.
+    let mut r = sp_row(56);
+    r.fp = RegRule::AtCfa(-32);
+    assert_eq!(step_amd64(&r, &regs, &mut mem), Err(Stop::ReadFault));
+    // Only the RA saved: one read of it.
+    let mut counted = Counted(&mut mem, 0);
+    step_amd64(&sp_row(16), &regs, &mut counted).unwrap();
+    assert_eq!(counted.1, 1);
 }

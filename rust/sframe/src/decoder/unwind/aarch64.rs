@@ -21,8 +21,8 @@
 
 use super::super::{CfaRule, Reg, RegRule, Row};
 use super::{
-    cfa_of, load, recover, walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits,
-    Walked,
+    cfa_of, load, recover_ra_fp, walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop,
+    WalkLimits, Walked,
 };
 
 /// The AArch64 rule at a function's first instruction: the return
@@ -102,8 +102,9 @@ pub fn step_aarch64(
         return Err(Stop::Misaligned);
     }
     let lr = topmost.then_some(regs.lr);
-    let pc = recover(row.ra, cfa, value, lr, mem)?.ok_or(Stop::Outermost)?;
-    let fp = recover(row.fp, cfa, value, Some(regs.fp), mem)?.unwrap_or(0);
+    let (pc, fp) = recover_ra_fp(row, cfa, value, lr, Some(regs.fp), mem)?;
+    let pc = pc.ok_or(Stop::Outermost)?;
+    let fp = fp.unwrap_or(0);
     Ok(Regs {
         pc,
         sp: cfa,

@@ -6,8 +6,8 @@
 
 use super::super::{CfaRule, Reg, RegRule, Row};
 use super::{
-    cfa_of, load, recover, walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits,
-    Walked,
+    cfa_of, load, recover_ra_fp, walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop,
+    WalkLimits, Walked,
 };
 
 /// The x86-64 rule at a function's first instruction: the return address
@@ -70,8 +70,9 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
     }
     // x86-64 has no link register: an untracked RA is not recoverable.
     let value = |r| reg_value(r, regs);
-    let pc = recover(row.ra, cfa, value, None, mem)?.ok_or(Stop::Outermost)?;
-    let fp = recover(row.fp, cfa, value, Some(regs.fp), mem)?.unwrap_or(0);
+    let (pc, fp) = recover_ra_fp(row, cfa, value, None, Some(regs.fp), mem)?;
+    let pc = pc.ok_or(Stop::Outermost)?;
+    let fp = fp.unwrap_or(0);
     Ok(Regs {
         pc,
         sp: cfa,

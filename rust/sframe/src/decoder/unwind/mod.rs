@@ -313,6 +313,59 @@ pub(super) fn recover(
     }))
 }
 
+/// The most bytes one read fetches for a return address and a frame
+/// pointer saved near each other.
+const PAIR_SPAN: usize = 32;
+
+/// The little-endian word at byte `at` of `bytes`.
+fn word_at(bytes: &[u8], at: usize) -> Result<u64, Stop> {
+    bytes
+        .get(at..at.wrapping_add(8))
+        .and_then(|w| <[u8; 8]>::try_from(w).ok())
+        .map(u64::from_le_bytes)
+        .ok_or(Stop::ReadFault)
+}
+
+/// The RA and FP rules of `row` evaluated as [`recover`] evaluates each,
+/// RA first (an undefined RA leaves FP unread: `(None, None)`), but with
+/// one read when both are saved at the CFA within [`PAIR_SPAN`] bytes of
+/// each other, as a frame record or registers pushed together are: a
+/// user-memory read costs far more than the bytes it moves, and the walk's
+/// budget is charged per read.
+pub(super) fn recover_ra_fp(
+    row: &Row,
+    cfa: u64,
+    reg_value: impl Fn(Reg) -> Result<u64, Stop> + Copy,
+    ra_now: Option<u64>,
+    fp_now: Option<u64>,
+    mem: &mut impl Memory,
+) -> Result<(Option<u64>, Option<u64>), Stop> {
+    if let (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) = (row.ra, row.fp) {
+        let lo = ra.min(fp);
+        // Two `i32`s: their difference fits an `i64`.
+        let span = i64::from(ra.max(fp)) - i64::from(lo) + 8;
+        if ra != fp && span <= PAIR_SPAN as i64 {
+            let base = offset_addr(cfa, lo)?;
+            let mut buf = [0u8; PAIR_SPAN];
+            let bytes = usize::try_from(span)
+                .ok()
+                .and_then(|n| buf.get_mut(..n))
+                .ok_or(Stop::ReadFault)?;
+            if !mem.read(base, bytes) {
+                return Err(Stop::ReadFault);
+            }
+            // Both offsets lie in `lo..=lo + span - 8`.
+            let at =
+                |off: i32| usize::try_from(i64::from(off) - i64::from(lo)).unwrap_or(usize::MAX);
+            return Ok((Some(word_at(bytes, at(ra))?), Some(word_at(bytes, at(fp))?)));
+        }
+    }
+    let Some(ra) = recover(row.ra, cfa, reg_value, ra_now, mem)? else {
+        return Ok((None, None));
+    };
+    Ok((Some(ra), recover(row.fp, cfa, reg_value, fp_now, mem)?))
+}
+
 /// The CFA a row gives: the base register's value plus the offset,
 /// loaded from there when the rule dereferences.
 pub(super) fn cfa_of(
@@ -346,12 +399,15 @@ pub(super) fn step_frame_record(regs: &Regs, mem: &mut impl Memory) -> Result<Re
         return Err(Stop::CfaNotIncreasing);
     }
     let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
-    let pc = load(mem, fp.wrapping_add(8))?;
-    let saved_fp = load(mem, fp)?;
+    // The record, `{saved FP, RA}`, in one read.
+    let mut record = [0u8; 16];
+    if !mem.read(fp, &mut record) {
+        return Err(Stop::ReadFault);
+    }
     Ok(Regs {
-        pc,
+        pc: word_at(&record, 8)?,
         sp,
-        fp: saved_fp,
+        fp: word_at(&record, 0)?,
         lr: 0,
     })
 }
