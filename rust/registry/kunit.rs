@@ -109,6 +109,7 @@ mod registry_index_tests {
         Budget,
         Section, //
     };
+    use kernel::prelude::*;
 
     /// The decoder suite's real sections (gas 2.44 for V2, 2.47 for V3),
     /// at address 0x2208 in their objects.
@@ -214,8 +215,19 @@ mod registry_index_tests {
         let Ok(index) = index else {
             return;
         };
-        let table_words = s.table_words(&mut || {});
-        assert!(matches!(table_words, Ok(n) if n > 10));
+        // The table's words: a prefix of the most it could need.
+        let room = s.table_words();
+        assert!(matches!(room, Ok(n) if n > 10));
+        let Ok(room) = room else {
+            return;
+        };
+        let buf = KVVec::from_elem(0u32, room, GFP_KERNEL);
+        assert!(buf.is_ok());
+        let Ok(mut buf) = buf else {
+            return;
+        };
+        let table_words = s.build_table(&mut buf, &mut || {});
+        assert!(matches!(table_words, Ok(n) if n > 10 && n <= room));
         let Ok(table_words) = table_words else {
             return;
         };

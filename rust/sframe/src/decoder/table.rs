@@ -27,14 +27,16 @@
 //! [4] first function start minus the section address, low word
 //! [5] the same, high word (the table serves the section at any address)
 //! [6] shift           [7] buckets (nb)  [8] entries (ne)  [9] 0
-//! [10 .. 10 + nb + 1]          entries starting at or below bucket b's first byte
-//! [.. + ne]                    entry starts, minus the first function start
+//! [10 .. 10 + ne]              entry starts, minus the first function start
 //! [.. + 2 ne]                  entry values, low word then high word
+//! [.. + nb + 1]                entries starting at or below bucket b's first byte
 //! ```
 //!
 //! Size: 12 bytes per entry (at most one per FRE plus two per FDE) and
-//! about 1 per entry for the buckets.  [`Section::table_words`] says
-//! exactly how many words.
+//! about 1 per entry for the buckets.  [`Section::build_table`] builds it
+//! in one pass over the rows, into a buffer of [`Section::table_words`]
+//! words (its size for the most entries the section can have, known from
+//! the header), and says how many it used.
 //!
 //! The table is trusted to be the one [`Section::build_table`] made for the
 //! same bytes: [`Section::with_table`] checks its shape in O(1), and a
@@ -180,8 +182,7 @@ fn unpack_row(v: u64) -> Row {
     }
 }
 
-/// Where [`Section::build_table`] writes entries: counts them when there
-/// is nowhere to write, as [`Section::table_words`] needs.
+/// Where [`Section::build_table`] writes entries.
 struct Entries<'o> {
     starts: &'o mut [u32],
     values: &'o mut [u32],
@@ -196,7 +197,7 @@ impl Entries<'_> {
     ///
     /// An entry at the same start as the last replaces it: two FREs at the
     /// same offset, of which the decoder's scan takes the second.
-    fn push(&mut self, rel: u64, value: u64, count_only: bool) -> Result<(), Error> {
+    fn push(&mut self, rel: u64, value: u64) -> Result<(), Error> {
         let slot = match self.last {
             Some(last) if rel < last => return Err(Error::FdesOverlap),
             // `n > 0` once there is a last entry.
@@ -204,18 +205,16 @@ impl Entries<'_> {
             _ => self.n,
         };
         let start = u32::try_from(rel).map_err(|_| Error::TableSpan)?;
-        if !count_only {
-            let at = slot.wrapping_mul(2);
-            let (Some(s), Some([lo, hi])) = (
-                self.starts.get_mut(slot),
-                self.values.get_mut(at..at.wrapping_add(2)),
-            ) else {
-                return Err(Error::IndexTooSmall);
-            };
-            *s = start;
-            *lo = (value & 0xffff_ffff) as u32;
-            *hi = (value >> 32) as u32;
-        }
+        let at = slot.wrapping_mul(2);
+        let (Some(s), Some([lo, hi])) = (
+            self.starts.get_mut(slot),
+            self.values.get_mut(at..at.wrapping_add(2)),
+        ) else {
+            return Err(Error::IndexTooSmall);
+        };
+        *s = start;
+        *lo = (value & 0xffff_ffff) as u32;
+        *hi = (value >> 32) as u32;
         if slot == self.n {
             self.n = self.n.checked_add(1).ok_or(Error::TableSpan)?;
         }
@@ -225,13 +224,12 @@ impl Entries<'_> {
 }
 
 impl<'a> Section<'a> {
-    /// The entries of this section's table, written into `entries` (or
-    /// only counted), calling `resched` about every 1024 FDEs.  Returns
-    /// the first function's start.
+    /// The entries of this section's table, written into `entries`,
+    /// calling `resched` about every 1024 FDEs.  Returns the first
+    /// function's start.
     fn table_entries(
         &self,
         entries: &mut Entries<'_>,
-        count_only: bool,
         resched: &mut dyn FnMut(),
     ) -> Result<u64, Error> {
         let first = match self.fdes().next() {
@@ -255,7 +253,7 @@ impl<'a> Section<'a> {
             let limit = fde.end().min(next);
             let rel = |addr: u64| addr.checked_sub(first).ok_or(Error::FdesNotSorted);
             if fde.pc_type == PcType::Mask {
-                entries.push(rel(fde.start)?, KIND_DECODER, count_only)?;
+                entries.push(rel(fde.start)?, KIND_DECODER)?;
             } else {
                 let mut rows_started = false;
                 for fre in self.fres(&fde) {
@@ -264,80 +262,86 @@ impl<'a> Section<'a> {
                         break;
                     }
                     if !rows_started && fre.start > fde.start {
-                        entries.push(rel(fde.start)?, KIND_NONE, count_only)?;
+                        entries.push(rel(fde.start)?, KIND_NONE)?;
                     }
                     rows_started = true;
                     let value = pack_row(&fre.row).unwrap_or(KIND_DECODER);
-                    entries.push(rel(fre.start)?, value, count_only)?;
+                    entries.push(rel(fre.start)?, value)?;
                 }
                 if !rows_started {
-                    entries.push(rel(fde.start)?, KIND_NONE, count_only)?;
+                    entries.push(rel(fde.start)?, KIND_NONE)?;
                 }
             }
             if limit < next && limit > fde.start {
-                entries.push(rel(limit)?, KIND_NONE, count_only)?;
+                entries.push(rel(limit)?, KIND_NONE)?;
             }
         }
         Ok(first)
     }
 
-    /// The table's shape: `(entries, shift, buckets, words)`.
-    fn table_layout(&self, resched: &mut dyn FnMut()) -> Result<(usize, u32, usize, usize), Error> {
-        let mut count = Entries {
-            starts: &mut [],
-            values: &mut [],
-            n: 0,
-            last: None,
-        };
-        self.table_entries(&mut count, true, resched)?;
-        let span = count.last.unwrap_or(0);
-        let target = u64::try_from(count.n)
-            .map_err(|_| Error::TableSpan)?
-            .div_ceil(u64::from(ENTRIES_PER_BUCKET))
-            .max(1);
-        let (shift, buckets) = geometry(span, target);
-        let nb = usize::try_from(buckets).map_err(|_| Error::TableSpan)?;
-        let words = count
-            .n
-            .checked_mul(3)
-            .and_then(|w| w.checked_add(nb))
+    /// The most entries this section's table can have: one per FRE, one
+    /// where a function's rows have not started, one where it ends.
+    fn max_entries(&self) -> Result<usize, Error> {
+        let n = u64::from(self.num_fres).saturating_add(u64::from(self.num_fdes).saturating_mul(2));
+        usize::try_from(n).map_err(|_| Error::TableSpan)
+    }
+
+    /// How many `u32` words [`Section::build_table`] needs for this
+    /// section: the size of a table with the most entries it can have (it
+    /// uses a prefix, usually about three quarters).  O(1).
+    pub fn table_words(&self) -> Result<usize, Error> {
+        let max = self.max_entries()?;
+        let buckets = max.div_ceil(ENTRIES_PER_BUCKET as usize).max(1);
+        max.checked_mul(3)
+            .and_then(|w| w.checked_add(buckets))
             .and_then(|w| w.checked_add(HEADER_WORDS + 1))
-            .ok_or(Error::TableSpan)?;
-        Ok((count.n, shift, nb, words))
+            .ok_or(Error::TableSpan)
     }
 
-    /// How many `u32` words [`Section::build_table`] writes for this
-    /// section.  O(FDEs + FREs): decodes every row (`resched` is called
-    /// about every 1024 FDEs).  [`Error::TableSpan`] if the section's
-    /// functions span 4 GiB or more.
-    pub fn table_words(&self, resched: &mut dyn FnMut()) -> Result<usize, Error> {
-        Ok(self.table_layout(resched)?.3)
-    }
-
-    /// Builds this section's row table into `out` and returns the number
-    /// of words written (a prefix of `out`, [`Section::table_words`] of
-    /// them); [`Section::with_table`] then makes lookups use it.
+    /// Builds this section's row table into `out`, [`Section::table_words`]
+    /// words or more, and returns the number of words it fills (a prefix
+    /// of `out`); [`Section::with_table`] then makes lookups use that
+    /// prefix.
     ///
-    /// O(FDEs + FREs), no allocation; `resched` is called about every 1024
-    /// FDEs.  Meant for a validated section: fails on any FDE or FRE that
-    /// does not decode, on functions that overlap, and with
+    /// One pass over the rows, no allocation; `resched` is called about
+    /// every 1024 FDEs.  Meant for a validated section: fails on any FDE or
+    /// FRE that does not decode, on functions that overlap, with
+    /// [`Error::TableSpan`] if the functions span 4 GiB or more, and with
     /// [`Error::IndexTooSmall`] if `out` is shorter than needed.
     pub fn build_table(&self, out: &mut [u32], resched: &mut dyn FnMut()) -> Result<usize, Error> {
-        let (n, shift, nb, words) = self.table_layout(resched)?;
+        let max = self.max_entries()?;
+        let words = self.table_words()?;
         let out = out.get_mut(..words).ok_or(Error::IndexTooSmall)?;
-        let (header, rest) = out.split_at_mut(HEADER_WORDS);
-        let (bucket_words, rest) = rest.split_at_mut(nb.wrapping_add(1));
-        let (starts, values) = rest.split_at_mut(n);
+        let (header, body) = out.split_at_mut(HEADER_WORDS);
+        // The entries go to the room for the most there can be: starts in
+        // `body[..max]`, values in `body[max..3 max]`.
+        let (starts, values) = body.split_at_mut(max);
         let mut entries = Entries {
             starts,
             values,
             n: 0,
             last: None,
         };
-        let first = self.table_entries(&mut entries, false, resched)?;
-        if entries.n != n {
+        let first = self.table_entries(&mut entries, resched)?;
+        let (n, span) = (entries.n, entries.last.unwrap_or(0));
+        // `n <= max`: the values move down next to the starts.
+        let values_end = max.wrapping_add(n.wrapping_mul(2));
+        if values_end > body.len() {
             return Err(Error::IndexTooSmall);
         }
+        body.copy_within(max..values_end, n);
+        let target = u64::try_from(n)
+            .map_err(|_| Error::TableSpan)?
+            .div_ceil(u64::from(ENTRIES_PER_BUCKET))
+            .max(1);
+        let (shift, buckets) = geometry(span, target);
+        let nb = usize::try_from(buckets).map_err(|_| Error::TableSpan)?;
+        // `nb <= target <= ceil(max / 4)`: the buckets fit after the values.
+        let (entry_words, rest) = body.split_at_mut(n.wrapping_mul(3));
+        let starts = entry_words.get(..n).ok_or(Error::IndexTooSmall)?;
+        let bucket_words = rest
+            .get_mut(..nb.wrapping_add(1))
+            .ok_or(Error::IndexTooSmall)?;
         // Bucket b: the entries starting at or below its first byte.
         let mut e = 0usize;
         for (b, slot) in bucket_words.iter_mut().enumerate() {
@@ -346,11 +350,7 @@ impl<'a> Section<'a> {
                 .ok()
                 .and_then(|b| b.checked_shl(shift))
                 .unwrap_or(u64::MAX);
-            while entries
-                .starts
-                .get(e)
-                .is_some_and(|&s| u64::from(s) <= first_byte)
-            {
+            while starts.get(e).is_some_and(|&s| u64::from(s) <= first_byte) {
                 e = e.wrapping_add(1);
             }
             // The last word: all of them.
@@ -369,7 +369,11 @@ impl<'a> Section<'a> {
             u32::try_from(n).map_err(|_| Error::TableSpan)?,
             0,
         ]);
-        Ok(words)
+        // `HEADER_WORDS + 3 n + nb + 1 <= words`.
+        Ok(HEADER_WORDS
+            .wrapping_add(n.wrapping_mul(3))
+            .wrapping_add(nb)
+            .wrapping_add(1))
     }
 
     /// This section with lookups ([`Section::find_row`],
@@ -398,8 +402,9 @@ impl<'a> Section<'a> {
             return Err(Error::BadIndex);
         }
         let rest = table.get(HEADER_WORDS..).ok_or(Error::BadIndex)?;
-        let (buckets, rest) = rest.split_at(nb.wrapping_add(1));
-        let (starts, values) = rest.split_at(ne);
+        // `len` matched: these splits are in bounds.
+        let (starts, rest) = rest.split_at(ne);
+        let (values, buckets) = rest.split_at(ne.wrapping_mul(2));
         self.table = Some(Table {
             buckets,
             starts,
