@@ -130,11 +130,24 @@ impl<'a> Section<'a> {
     /// [`Section::find_row`] at its cap) or when the units left run out
     /// first ([`Error::BudgetExhausted`], and the budget is marked
     /// exhausted). No other error depends on the budget.
+    ///
+    /// Inlined into its callers, with the row table's lookup, so that the
+    /// common case (a table, a row that packs) does not pay the set-up of
+    /// the decoder's search, which stays out of line.
+    #[inline]
     pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
         // The row table, when there is one: a few probes, no scan.
-        if let Some(found) = self.table_row(pc, budget) {
-            return found;
+        if self.table.is_some() {
+            if let Some(found) = self.table_row(pc, budget) {
+                return found;
+            }
         }
+        self.find_row_decoded(pc, budget)
+    }
+
+    /// [`Section::find_row_within`] without the row table.
+    #[inline(never)]
+    fn find_row_decoded(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
         let bounds = self.search_bounds(pc);
         let probes = search_probes(bounds.1.saturating_sub(bounds.0))
             .saturating_add(u32::from(self.index.is_some()));
