@@ -78,27 +78,22 @@ impl CopyIndex {
         section: &sframe::Section<'_>,
         resched: &mut dyn FnMut(),
     ) -> Result<KVVec<u32>, IndexError> {
-        let n = section.table_words().map_err(IndexError::Format)?;
-        // Room for the most entries the section can have; the table then
-        // moves to an allocation of its own size, which is what is kept
-        // and charged.
-        let mut room =
-            KVVec::from_elem(0u32, n, GFP_KERNEL_ACCOUNT).map_err(|_| IndexError::NoMemory)?;
-        let used = match section.build_table(&mut room, resched) {
-            Ok(used) => used,
+        let n = match section.table_words(resched) {
+            Ok(n) => n,
             Err(sframe::Error::TableSpan | sframe::Error::UnsupportedRows) => {
                 return Ok(KVVec::new())
             }
             Err(e) => return Err(IndexError::Format(e)),
         };
-        let built = room
-            .get(..used)
-            .ok_or(IndexError::Format(sframe::Error::IndexTooSmall))?;
         let mut table =
-            KVVec::with_capacity(used, GFP_KERNEL_ACCOUNT).map_err(|_| IndexError::NoMemory)?;
-        table
-            .extend_from_slice(built, GFP_KERNEL_ACCOUNT)
-            .map_err(|_| IndexError::NoMemory)?;
+            KVVec::from_elem(0u32, n, GFP_KERNEL_ACCOUNT).map_err(|_| IndexError::NoMemory)?;
+        let written = section
+            .build_table(&mut table, resched)
+            .map_err(IndexError::Format)?;
+        // `table_words` said how many; a shorter table would not attach.
+        if written != table.len() {
+            return Err(IndexError::Format(sframe::Error::IndexTooSmall));
+        }
         Ok(table)
     }
 

@@ -109,7 +109,6 @@ mod registry_index_tests {
         Budget,
         Section, //
     };
-    use kernel::prelude::*;
 
     /// The decoder suite's real sections (gas 2.44 for V2, 2.47 for V3),
     /// at address 0x2208 in their objects.
@@ -130,7 +129,8 @@ mod registry_index_tests {
     /// elsewhere): the same rows through them as without at every PC
     /// around the text, every lookup through them charged at least one
     /// unit and at most one plus a binary search over every entry (no FRE
-    /// scan), and the lookups of hits less in all than the decoder's.
+    /// scan) beyond what the decoder pays for the lookups it is sent, and
+    /// the lookups of hits less in all than the decoder's.
     fn same_rows(bytes: &[u8]) {
         let s = section(bytes, ADDR);
         assert!(s.is_some());
@@ -172,7 +172,9 @@ mod registry_index_tests {
                     plain.find_row_within(pc, &mut b)
                 );
                 assert!(a.spent() >= 1);
-                assert!(a.spent() <= most);
+                // Plus the decoder's own work where the table sends a
+                // lookup on to it (the PLT's PCMASK function).
+                assert!(a.spent() <= most.saturating_add(b.spent()));
                 if matches!(row, Ok(Some(_))) {
                     rows += 1;
                     fast_spent = fast_spent.saturating_add(a.spent());
@@ -215,19 +217,8 @@ mod registry_index_tests {
         let Ok(index) = index else {
             return;
         };
-        // The table's words: a prefix of the most it could need.
-        let room = s.table_words();
-        assert!(matches!(room, Ok(n) if n > 10));
-        let Ok(room) = room else {
-            return;
-        };
-        let buf = KVVec::from_elem(0u32, room, GFP_KERNEL);
-        assert!(buf.is_ok());
-        let Ok(mut buf) = buf else {
-            return;
-        };
-        let table_words = s.build_table(&mut buf, &mut || {});
-        assert!(matches!(table_words, Ok(n) if n > 10 && n <= room));
+        let table_words = s.table_words(&mut || {});
+        assert!(matches!(table_words, Ok(n) if n > 10));
         let Ok(table_words) = table_words else {
             return;
         };

@@ -109,9 +109,11 @@ COMPONENTS = [
                                         r"nmi_uaccess|fault|extable|exception|irqentry|error_|bad_area|"
                                         r"bsearch|cmp_ex|restore_regs|iret"),
     ("lockdep and RCU checks", r"rcu|lock|lockdep|held|mark_|hardirqs"),
-    ("per-mm tree and cached section", r"maple|mas_|mtree|mm_has_sections|WalkRows|^lookup::"),
-    ("row lookup (index, FDE search, FRE scan)", r"find_row|find_fde|search|fre|decode_row|index|"
-                                                 r"Section::parse|header::Section"),
+    ("per-mm tree (maple tree)", r"maple|mas_|mtree|mm_has_sections"),
+    # The row table's lookup is inlined into WalkRows::find_row.
+    ("row lookup (cached section, row table, decoder)",
+     r"WalkRows|^lookup::|find_row|find_fde|search|fre|decode_row|index|table|"
+     r"Section::parse|header::Section"),
     ("unwind steps (rules, checks, reads)", r"unwind::|step|recover|is_text|follows_call|strip"),
     ("counters and clock", r"counters|Tally|now_ns|ktime|sched_clock"),
     ("walk loop and callchain store", r"callchain_store|callchain_user|CallchainEntry"),

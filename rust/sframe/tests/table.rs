@@ -20,12 +20,12 @@ use sframe::{Budget, Error, Section, MAX_FRES_SCANNED};
 
 /// `sec` with a row table built into `words`.
 fn tabled<'a>(sec: Section<'a>, words: &'a mut Vec<u32>) -> Section<'a> {
-    let n = sec.table_words().expect("a table for a valid section");
+    let n = sec
+        .table_words(&mut || {})
+        .expect("a table for a valid section");
     words.clear();
     words.resize(n, 0);
-    let used = sec.build_table(words, &mut || {}).unwrap();
-    assert!(used <= n);
-    words.truncate(used);
+    assert_eq!(sec.build_table(words, &mut || {}), Ok(n));
     let words: &'a [u32] = words;
     sec.with_table(words).expect("a table fits its own section")
 }
@@ -172,7 +172,7 @@ fn a_table_of_other_bytes_is_refused() {
         Some(Error::BadIndex),
         "an index is no table"
     );
-    let mut short = vec![0u32; sa.table_words().unwrap() - 1];
+    let mut short = vec![0u32; words.len() - 1];
     assert_eq!(
         sa.build_table(&mut short, &mut || {}),
         Err(Error::IndexTooSmall)
@@ -198,9 +198,12 @@ fn build_table_calls_resched() {
     let bytes = SectionB::v3(0x1000, fdes).build();
     let sec = Section::parse(&bytes, 0x1000).unwrap();
     let mut calls = 0;
-    let mut words = vec![0u32; sec.table_words().unwrap()];
-    let n = sec.build_table(&mut words, &mut || calls += 1).unwrap();
+    let mut words = vec![0u32; sec.table_words(&mut || calls += 1).unwrap()];
     assert_eq!(calls, 5000 / 1024);
+    calls = 0;
+    let n = sec.build_table(&mut words, &mut || calls += 1).unwrap();
+    // The count, then the rows.
+    assert_eq!(calls, 2 * (5000 / 1024));
     // One entry per FRE (the functions follow each other without gaps)
     // and one where the last ends.
     assert!(n <= 11 + 5001 * 3 + 5001 / 4 + 1, "{n} words");

@@ -33,10 +33,9 @@
 //! ```
 //!
 //! Size: 12 bytes per entry (at most one per FRE plus two per FDE) and
-//! about 1 per entry for the buckets.  [`Section::build_table`] builds it
-//! in one pass over the rows, into a buffer of [`Section::table_words`]
-//! words (its size for the most entries the section can have, known from
-//! the header), and says how many it used.
+//! about 1 per entry for the buckets.  [`Section::table_words`] says
+//! exactly how many words, from a pass over the FRE starts that decodes
+//! no row; [`Section::build_table`] decodes each row once.
 //!
 //! The table is trusted to be the one [`Section::build_table`] made for the
 //! same bytes: [`Section::with_table`] checks its shape in O(1), and a
@@ -47,7 +46,7 @@
 //! ([`Error::TooManyFres`]): it does not scan.
 
 use super::budget::Budget;
-use super::fre::{CfaRule, Reg, RegRule, Row};
+use super::fre::{CfaRule, RawFre, Reg, RegRule, Row};
 use super::header::Section;
 use super::index::{geometry, shr};
 use super::lookup::search_probes;
@@ -182,22 +181,27 @@ fn unpack_row(v: u64) -> Row {
     }
 }
 
-/// Where [`Section::build_table`] writes entries.
+/// Where [`Section::build_table`] writes entries, or, without room
+/// (`starts` and `values` empty), where [`Section::table_words`] counts
+/// them without decoding a row.
 struct Entries<'o> {
     starts: &'o mut [u32],
     values: &'o mut [u32],
+    /// Write the entries (else count them).
+    write: bool,
     n: usize,
-    /// The start of the last entry written, relative to the first function.
+    /// The start of the last entry, relative to the first function.
     last: Option<u64>,
 }
 
 impl Entries<'_> {
-    /// Adds an entry at `rel` (relative to the first function's start):
-    /// starts must increase strictly.
+    /// Adds an entry at `rel` (relative to the first function's start),
+    /// its value from `value` (called only when writing): starts must
+    /// increase strictly.
     ///
     /// An entry at the same start as the last replaces it: two FREs at the
     /// same offset, of which the decoder's scan takes the second.
-    fn push(&mut self, rel: u64, value: u64) -> Result<(), Error> {
+    fn push(&mut self, rel: u64, value: impl FnOnce() -> Result<u64, Error>) -> Result<(), Error> {
         let slot = match self.last {
             Some(last) if rel < last => return Err(Error::FdesOverlap),
             // `n > 0` once there is a last entry.
@@ -205,16 +209,19 @@ impl Entries<'_> {
             _ => self.n,
         };
         let start = u32::try_from(rel).map_err(|_| Error::TableSpan)?;
-        let at = slot.wrapping_mul(2);
-        let (Some(s), Some([lo, hi])) = (
-            self.starts.get_mut(slot),
-            self.values.get_mut(at..at.wrapping_add(2)),
-        ) else {
-            return Err(Error::IndexTooSmall);
-        };
-        *s = start;
-        *lo = (value & 0xffff_ffff) as u32;
-        *hi = (value >> 32) as u32;
+        if self.write {
+            let value = value()?;
+            let at = slot.wrapping_mul(2);
+            let (Some(s), Some([lo, hi])) = (
+                self.starts.get_mut(slot),
+                self.values.get_mut(at..at.wrapping_add(2)),
+            ) else {
+                return Err(Error::IndexTooSmall);
+            };
+            *s = start;
+            *lo = (value & 0xffff_ffff) as u32;
+            *hi = (value >> 32) as u32;
+        }
         if slot == self.n {
             self.n = self.n.checked_add(1).ok_or(Error::TableSpan)?;
         }
@@ -253,95 +260,102 @@ impl<'a> Section<'a> {
             let limit = fde.end().min(next);
             let rel = |addr: u64| addr.checked_sub(first).ok_or(Error::FdesNotSorted);
             if fde.pc_type == PcType::Mask {
-                entries.push(rel(fde.start)?, KIND_DECODER)?;
+                entries.push(rel(fde.start)?, || Ok(KIND_DECODER))?;
             } else {
                 let mut rows_started = false;
-                for fre in self.fres(&fde) {
-                    let fre = fre?;
-                    if fre.start >= limit {
+                let mut pos = fde.fre_off;
+                for _ in 0..fde.num_fres {
+                    // The start alone to count; the row decoded to write.
+                    let raw = RawFre::read(&self.fres, pos, &fde)?;
+                    pos = raw.next;
+                    let start = fde
+                        .start
+                        .checked_add(u64::from(raw.start_off))
+                        .ok_or(Error::FunctionStartOverflow)?;
+                    if start >= limit {
                         break;
                     }
-                    if !rows_started && fre.start > fde.start {
-                        entries.push(rel(fde.start)?, KIND_NONE)?;
+                    if !rows_started && start > fde.start {
+                        entries.push(rel(fde.start)?, || Ok(KIND_NONE))?;
                     }
                     rows_started = true;
-                    let value = pack_row(&fre.row).unwrap_or(KIND_DECODER);
-                    entries.push(rel(fre.start)?, value)?;
+                    entries.push(rel(start)?, || {
+                        Ok(pack_row(&self.decode_row(&fde, raw)?).unwrap_or(KIND_DECODER))
+                    })?;
                 }
                 if !rows_started {
-                    entries.push(rel(fde.start)?, KIND_NONE)?;
+                    entries.push(rel(fde.start)?, || Ok(KIND_NONE))?;
                 }
             }
             if limit < next && limit > fde.start {
-                entries.push(rel(limit)?, KIND_NONE)?;
+                entries.push(rel(limit)?, || Ok(KIND_NONE))?;
             }
         }
         Ok(first)
     }
 
-    /// The most entries this section's table can have: one per FRE, one
-    /// where a function's rows have not started, one where it ends.
-    fn max_entries(&self) -> Result<usize, Error> {
-        let n = u64::from(self.num_fres).saturating_add(u64::from(self.num_fdes).saturating_mul(2));
-        usize::try_from(n).map_err(|_| Error::TableSpan)
-    }
-
-    /// How many `u32` words [`Section::build_table`] needs for this
-    /// section: the size of a table with the most entries it can have (it
-    /// uses a prefix, usually about three quarters).  O(1).
-    pub fn table_words(&self) -> Result<usize, Error> {
-        let max = self.max_entries()?;
-        let buckets = max.div_ceil(ENTRIES_PER_BUCKET as usize).max(1);
-        max.checked_mul(3)
-            .and_then(|w| w.checked_add(buckets))
+    /// The table's shape: `(entries, shift, buckets, words)`, from a pass
+    /// that reads every FRE's start but decodes no row.
+    fn table_layout(&self, resched: &mut dyn FnMut()) -> Result<(usize, u32, usize, usize), Error> {
+        let mut count = Entries {
+            starts: &mut [],
+            values: &mut [],
+            write: false,
+            n: 0,
+            last: None,
+        };
+        self.table_entries(&mut count, resched)?;
+        let target = u64::try_from(count.n)
+            .map_err(|_| Error::TableSpan)?
+            .div_ceil(u64::from(ENTRIES_PER_BUCKET))
+            .max(1);
+        let (shift, buckets) = geometry(count.last.unwrap_or(0), target);
+        let nb = usize::try_from(buckets).map_err(|_| Error::TableSpan)?;
+        let words = count
+            .n
+            .checked_mul(3)
+            .and_then(|w| w.checked_add(nb))
             .and_then(|w| w.checked_add(HEADER_WORDS + 1))
-            .ok_or(Error::TableSpan)
+            .ok_or(Error::TableSpan)?;
+        Ok((count.n, shift, nb, words))
     }
 
-    /// Builds this section's row table into `out`, [`Section::table_words`]
-    /// words or more, and returns the number of words it fills (a prefix
-    /// of `out`); [`Section::with_table`] then makes lookups use that
-    /// prefix.
+    /// How many `u32` words [`Section::build_table`] writes for this
+    /// section.  O(FDEs + FREs), but decodes no row: reads the FRE starts
+    /// (`resched` is called about every 1024 FDEs).  [`Error::TableSpan`]
+    /// if the section's functions span 4 GiB or more.
+    pub fn table_words(&self, resched: &mut dyn FnMut()) -> Result<usize, Error> {
+        Ok(self.table_layout(resched)?.3)
+    }
+
+    /// Builds this section's row table into `out` and returns the number
+    /// of words written (a prefix of `out`, [`Section::table_words`] of
+    /// them); [`Section::with_table`] then makes lookups use it.
     ///
-    /// One pass over the rows, no allocation; `resched` is called about
-    /// every 1024 FDEs.  Meant for a validated section: fails on any FDE or
-    /// FRE that does not decode, on functions that overlap, with
+    /// O(FDEs + FREs), no allocation: one pass over the FRE starts, one
+    /// that decodes the rows; `resched` is called about every 1024 FDEs
+    /// of each.  Meant for a validated section: fails on any FDE or FRE
+    /// that does not decode, on functions that overlap, with
     /// [`Error::TableSpan`] if the functions span 4 GiB or more, and with
     /// [`Error::IndexTooSmall`] if `out` is shorter than needed.
     pub fn build_table(&self, out: &mut [u32], resched: &mut dyn FnMut()) -> Result<usize, Error> {
-        let max = self.max_entries()?;
-        let words = self.table_words()?;
+        let (n, shift, nb, words) = self.table_layout(resched)?;
         let out = out.get_mut(..words).ok_or(Error::IndexTooSmall)?;
         let (header, body) = out.split_at_mut(HEADER_WORDS);
-        // The entries go to the room for the most there can be: starts in
-        // `body[..max]`, values in `body[max..3 max]`.
-        let (starts, values) = body.split_at_mut(max);
+        let (starts, rest) = body.split_at_mut(n);
+        let (values, bucket_words) = rest.split_at_mut(n.wrapping_mul(2));
         let mut entries = Entries {
             starts,
             values,
+            write: true,
             n: 0,
             last: None,
         };
         let first = self.table_entries(&mut entries, resched)?;
-        let (n, span) = (entries.n, entries.last.unwrap_or(0));
-        // `n <= max`: the values move down next to the starts.
-        let values_end = max.wrapping_add(n.wrapping_mul(2));
-        if values_end > body.len() {
+        if entries.n != n {
             return Err(Error::IndexTooSmall);
         }
-        body.copy_within(max..values_end, n);
-        let target = u64::try_from(n)
-            .map_err(|_| Error::TableSpan)?
-            .div_ceil(u64::from(ENTRIES_PER_BUCKET))
-            .max(1);
-        let (shift, buckets) = geometry(span, target);
-        let nb = usize::try_from(buckets).map_err(|_| Error::TableSpan)?;
-        // `nb <= target <= ceil(max / 4)`: the buckets fit after the values.
-        let (entry_words, rest) = body.split_at_mut(n.wrapping_mul(3));
-        let starts = entry_words.get(..n).ok_or(Error::IndexTooSmall)?;
-        let bucket_words = rest
-            .get_mut(..nb.wrapping_add(1))
-            .ok_or(Error::IndexTooSmall)?;
+        let starts = &*entries.starts;
         // Bucket b: the entries starting at or below its first byte.
         let mut e = 0usize;
         for (b, slot) in bucket_words.iter_mut().enumerate() {
@@ -369,11 +383,7 @@ impl<'a> Section<'a> {
             u32::try_from(n).map_err(|_| Error::TableSpan)?,
             0,
         ]);
-        // `HEADER_WORDS + 3 n + nb + 1 <= words`.
-        Ok(HEADER_WORDS
-            .wrapping_add(n.wrapping_mul(3))
-            .wrapping_add(nb)
-            .wrapping_add(1))
+        Ok(words)
     }
 
     /// This section with lookups ([`Section::find_row`],
