@@ -78,19 +78,19 @@ impl CopyIndex {
         section: &sframe::Section<'_>,
         resched: &mut dyn FnMut(),
     ) -> Result<KVVec<u32>, IndexError> {
-        let n = match section.table_words(resched) {
-            Ok(n) => n,
+        let shape = match section.table_shape(resched) {
+            Ok(shape) => shape,
             Err(sframe::Error::TableSpan | sframe::Error::UnsupportedRows) => {
                 return Ok(KVVec::new())
             }
             Err(e) => return Err(IndexError::Format(e)),
         };
-        let mut table =
-            KVVec::from_elem(0u32, n, GFP_KERNEL_ACCOUNT).map_err(|_| IndexError::NoMemory)?;
+        let mut table = KVVec::from_elem(0u32, shape.words(), GFP_KERNEL_ACCOUNT)
+            .map_err(|_| IndexError::NoMemory)?;
         let written = section
-            .build_table(&mut table, resched)
+            .build_table_shaped(&shape, &mut table, resched)
             .map_err(IndexError::Format)?;
-        // `table_words` said how many; a shorter table would not attach.
+        // The shape said how many; a shorter table would not attach.
         if written != table.len() {
             return Err(IndexError::Format(sframe::Error::IndexTooSmall));
         }

@@ -172,6 +172,14 @@ fn a_table_of_other_bytes_is_refused() {
         Some(Error::BadIndex),
         "an index is no table"
     );
+    // Another section's shape: refused, whatever room is given.
+    let shape_b = sb.table_shape(&mut || {}).unwrap();
+    for room in [shape_b.words(), words.len(), words.len() + 64] {
+        let mut buf = vec![0u32; room];
+        assert!(sa
+            .build_table_shaped(&shape_b, &mut buf, &mut || {})
+            .is_err());
+    }
     let mut short = vec![0u32; words.len() - 1];
     assert_eq!(
         sa.build_table(&mut short, &mut || {}),

@@ -42,4 +42,4 @@ pub use self::header::{
 };
 pub use self::index::{Index, FDES_PER_BUCKET};
 pub use self::lookup::MAX_FRES_SCANNED;
-pub use self::table::{Table, ENTRIES_PER_BUCKET};
+pub use self::table::{Table, TableShape, ENTRIES_PER_BUCKET};

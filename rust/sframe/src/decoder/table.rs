@@ -85,6 +85,22 @@ const RA_OFF_SHIFT: u32 = 40;
 const FP_OFF_SHIFT: u32 = 52;
 const REG_OFF_BITS: u32 = 12;
 
+/// The shape of a section's row table ([`Section::table_shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableShape {
+    entries: usize,
+    shift: u32,
+    buckets: usize,
+    words: usize,
+}
+
+impl TableShape {
+    /// The `u32` words the table takes.
+    pub fn words(&self) -> usize {
+        self.words
+    }
+}
+
 /// A row table of one section, borrowed from the caller's buffer, checked
 /// for shape by [`Section::with_table`].
 #[derive(Clone, Copy, Debug)]
@@ -294,9 +310,11 @@ impl<'a> Section<'a> {
         Ok(first)
     }
 
-    /// The table's shape: `(entries, shift, buckets, words)`, from a pass
-    /// that reads every FRE's start but decodes no row.
-    fn table_layout(&self, resched: &mut dyn FnMut()) -> Result<(usize, u32, usize, usize), Error> {
+    /// The table's shape, from a pass that reads every FRE's start but
+    /// decodes no row (`resched` is called about every 1024 FDEs):
+    /// [`TableShape::words`] for the buffer, then
+    /// [`Section::build_table_shaped`].
+    pub fn table_shape(&self, resched: &mut dyn FnMut()) -> Result<TableShape, Error> {
         let mut count = Entries {
             starts: &mut [],
             values: &mut [],
@@ -317,7 +335,12 @@ impl<'a> Section<'a> {
             .and_then(|w| w.checked_add(nb))
             .and_then(|w| w.checked_add(HEADER_WORDS + 1))
             .ok_or(Error::TableSpan)?;
-        Ok((count.n, shift, nb, words))
+        Ok(TableShape {
+            entries: count.n,
+            shift,
+            buckets: nb,
+            words,
+        })
     }
 
     /// How many `u32` words [`Section::build_table`] writes for this
@@ -325,7 +348,7 @@ impl<'a> Section<'a> {
     /// (`resched` is called about every 1024 FDEs).  [`Error::TableSpan`]
     /// if the section's functions span 4 GiB or more.
     pub fn table_words(&self, resched: &mut dyn FnMut()) -> Result<usize, Error> {
-        Ok(self.table_layout(resched)?.3)
+        Ok(self.table_shape(resched)?.words)
     }
 
     /// Builds this section's row table into `out` and returns the number
@@ -339,7 +362,32 @@ impl<'a> Section<'a> {
     /// [`Error::TableSpan`] if the functions span 4 GiB or more, and with
     /// [`Error::IndexTooSmall`] if `out` is shorter than needed.
     pub fn build_table(&self, out: &mut [u32], resched: &mut dyn FnMut()) -> Result<usize, Error> {
-        let (n, shift, nb, words) = self.table_layout(resched)?;
+        let shape = self.table_shape(resched)?;
+        self.build_table_shaped(&shape, out, resched)
+    }
+
+    /// [`Section::build_table`] with the shape [`Section::table_shape`]
+    /// gave for this section: one pass that decodes the rows.  A shape of
+    /// another section fails ([`Error::IndexTooSmall`]), never panics.
+    pub fn build_table_shaped(
+        &self,
+        shape: &TableShape,
+        out: &mut [u32],
+        resched: &mut dyn FnMut(),
+    ) -> Result<usize, Error> {
+        let TableShape {
+            entries: n,
+            shift,
+            buckets: nb,
+            words,
+        } = *shape;
+        if words
+            != n.wrapping_mul(3)
+                .wrapping_add(nb)
+                .wrapping_add(HEADER_WORDS + 1)
+        {
+            return Err(Error::IndexTooSmall);
+        }
         let out = out.get_mut(..words).ok_or(Error::IndexTooSmall)?;
         let (header, body) = out.split_at_mut(HEADER_WORDS);
         let (starts, rest) = body.split_at_mut(n);
