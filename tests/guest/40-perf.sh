@@ -6,11 +6,13 @@
 # checked on the host by tests/perf/chains.py (scripts/run-tests runs it
 # in the guest root, where perf script is fast).  Here: the hooks, their
 # control, their counters, and unload while perf samples the whole system.
-# On arm64 the workload is recorded a second time, built with pointer
-# authentication and BTI, into $SFRAME_OUT/perf-pac; arm64 has no deferred
-# user unwinding in Linux 7.3 (no CONFIG_UNWIND_USER): perf record
-# --call-graph fp,defer takes the synchronous path there, so the deferred
-# hook has no target and those checks are skipped.
+# On arm64 the workload is recorded three more times, each into
+# $SFRAME_OUT/perf-BUILD: built with pointer authentication and BTI (pac),
+# and from sid's toolchain, whose binutils writes SFrame V3, plain (v3) and
+# signed (v3-pac).  arm64 has no deferred user unwinding in Linux 7.3 (no
+# CONFIG_UNWIND_USER): perf record --call-graph fp,defer takes the
+# synchronous path there, so the deferred hook has no target and those
+# checks are skipped.
 . "$SFRAME_SRC/tests/lib.sh"
 
 defer=1
@@ -97,22 +99,65 @@ check "signal frames crossed" test "$(counter frames_signal)" -gt 0
 check "walk time counted" test "$(counter ns_sample)" -gt 0
 "$CTL" stats | sed 's/^/# /'
 
-# arm64: the same with return addresses signed (paciasp) and BTI, with
-# and without the module.
+# arm64: the same workload from other builds, with and without the module
+# (one unload for all of them).  DWARF is the reference for the unsigned
+# V3 build; perf's DWARF unwinder does not strip signed return addresses.
 if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
-	W=$PROGS/sframe-workload-pac
-	D=$SFRAME_OUT/perf-pac
-	rm -rf "$D"
-	mkdir -p "$D"
-	check "pointer authentication: module: perf record -g" record module-g -g
-	check "pointer authentication: the workload registered its objects" \
-		grep -q "2 objects registered" "$D/module-g.log"
+	builds="pac v3 v3-pac"
+	# build_label BUILD: how the results name a build.
+	build_label() {
+		case $1 in
+		pac) echo "pointer authentication" ;;
+		v3) echo "SFrame V3" ;;
+		v3-pac) echo "SFrame V3, pointer authentication" ;;
+		esac
+	}
+	# sframe_version FILE: the version byte of FILE's .sframe header
+	# (readelf -x: the section's bytes in file order; magic 0xdee2 first).
+	sframe_version() {
+		readelf -x .sframe "$1" | awk '$1 ~ /^0x/ { print substr($2, 5, 2); exit }'
+	}
+	# sframe_versions_are VERSION BUILD: the program and its library both.
+	sframe_versions_are() {
+		local f v
+		for f in "$PROGS/sframe-workload$2" "$PROGS/libsframe-workload$2.so"; do
+			v=$(sframe_version "$f")
+			[ "$v" = "0$1" ] || { echo "$f: .sframe version ${v:-none}, not $1"; return 1; }
+		done
+	}
+	check "the workload's .sframe is SFrame V2 (trixie's binutils)" sframe_versions_are 2 ""
+	for b in $builds; do
+		W=$PROGS/sframe-workload-$b
+		D=$SFRAME_OUT/perf-$b
+		rm -rf "$D"
+		mkdir -p "$D"
+		v=2
+		case $b in v3*) v=3 ;; esac
+		check "$(build_label "$b"): the workload's .sframe is SFrame V$v" sframe_versions_are "$v" "-$b"
+		check "$(build_label "$b"): module: perf record -g" record module-g -g
+		check "$(build_label "$b"): the workload registered its objects" \
+			grep -q "2 objects registered" "$D/module-g.log"
+	done
 	unload_module
-	check "pointer authentication: baseline: perf record -g" record base-g -g
+	for b in $builds; do
+		W=$PROGS/sframe-workload-$b
+		D=$SFRAME_OUT/perf-$b
+		check "$(build_label "$b"): baseline: perf record -g" record base-g -g
+	done
+	W=$PROGS/sframe-workload-v3
+	D=$SFRAME_OUT/perf-v3
+	if [ -n "$dwarf" ]; then
+		check "SFrame V3: perf record --call-graph dwarf" record dwarf --call-graph dwarf
+	else
+		skip "SFrame V3: perf record --call-graph dwarf" "the kernel refuses it: SVE's VG register with cpu-clock"
+	fi
 	# The first arm64 runs: perf's DWARF unwinder reached main from no
-	# leaf of this build (it does not strip the signed return addresses).
-	skip "pointer authentication: --call-graph dwarf as the reference" \
-		"perf's DWARF unwinder does not reach main through signed return addresses"
+	# leaf of the signed builds (it does not strip the signed return
+	# addresses).
+	for b in pac v3-pac; do
+		skip "$(build_label "$b"): --call-graph dwarf as the reference" \
+			"perf's DWARF unwinder does not reach main through signed return addresses"
+	done
 	check "insmod" insmod "$SFRAME_KO"
 	W=$PROGS/sframe-workload
 	D=$SFRAME_OUT/perf
@@ -121,6 +166,9 @@ if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
 	# shellcheck disable=SC2086 # $dwarf: empty when the kernel refused it
 	chains "$SFRAME_OUT/perf" module-g base-g $dwarf
 	chains "$SFRAME_OUT/perf-pac" module-g base-g
+	# shellcheck disable=SC2086
+	chains "$SFRAME_OUT/perf-v3" module-g base-g $dwarf
+	chains "$SFRAME_OUT/perf-v3-pac" module-g base-g
 fi
 
 # Control: unprivileged users may read, not change; unknown bits are EINVAL.
