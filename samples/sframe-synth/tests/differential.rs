@@ -267,7 +267,7 @@ fn v1_fixture_converts() {
 /// refused in V2 and a FLEX row in V3, as is a CFA in x16.
 #[test]
 fn aarch64_edges() {
-    let path = common::synth_fixtures_dir().join("aarch64/edges");
+    let path = common::aarch64_fixture("edges");
     let elf = std::fs::read(&path).unwrap();
     let file = object::File::parse(&*elf).unwrap();
     let entry = object::Object::entry(&file);

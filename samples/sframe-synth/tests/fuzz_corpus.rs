@@ -126,7 +126,7 @@ fn write_seed_corpus() {
         harness::join_aarch64(true, 0x2000, &[], &eh),
     ));
     // The whole AArch64 ELF, for synth_elf.
-    let small = fs::read(common::synth_fixtures_dir().join("aarch64/vla-pac")).unwrap();
+    let small = fs::read(common::aarch64_fixture("vla-pac")).unwrap();
     seeds.push((
         "elf-aarch64-vla-pac".into(),
         harness::join_elf(false, &small),

@@ -268,7 +268,7 @@ fn mutated_fixtures() {
 
 #[test]
 fn elf_header_picks_the_architecture() {
-    let path = common::synth_fixtures_dir().join("aarch64/chain");
+    let path = common::aarch64_fixture("chain");
     let mut elf = std::fs::read(path).unwrap();
     // Options say x86-64; the ELF header says AArch64, and wins.
     let out = sframe_synth::synth_elf(&elf, &Options::default()).unwrap();

@@ -26,21 +26,20 @@ pub fn fixtures_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rust/sframe/tests/fixtures")
 }
 
-/// `samples/sframe-synth/tests/fixtures`: the generator's own fixtures
-/// (`aarch64/`: built by trixie's cross toolchain, `scripts/sframe-corpus
-/// --aarch64`).
-pub fn synth_fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
 /// The ELF fixtures of one subdirectory (`v2`, `v3`, ...), sorted.
 pub fn fixtures(dir: &str) -> Vec<PathBuf> {
     elf_files(&fixtures_dir().join(dir))
 }
 
-/// The AArch64 ELF fixtures (plain and `-pac`), sorted.
+/// The AArch64 ELF fixtures GNU as 2.44 made (`aarch64-v2/`: trixie's
+/// cross toolchain, SFrame V2; plain and `-pac`), sorted.
 pub fn aarch64_fixtures() -> Vec<PathBuf> {
-    elf_files(&synth_fixtures_dir().join("aarch64"))
+    elf_files(&fixtures_dir().join("aarch64-v2"))
+}
+
+/// One of [`aarch64_fixtures`], by name.
+pub fn aarch64_fixture(name: &str) -> PathBuf {
+    fixtures_dir().join("aarch64-v2").join(name)
 }
 
 fn elf_files(dir: &Path) -> Vec<PathBuf> {
