@@ -4,8 +4,11 @@
 //!
 //! `scripts/sframe-corpus` builds the programs in `tests/fixtures/src/` with
 //! binutils 2.44 (V2), 2.47 (V3) and derives V2 with PC-relative starts;
-//! beside each binary it records `readelf --sframe`, from the same binutils.
-//! Every expected value here comes from those dumps.
+//! for AArch64 it cross-builds them with the same two toolchains
+//! (`aarch64-v2`, `aarch64-v3`), each plain and with
+//! `-mbranch-protection=standard`.  Beside each binary it records
+//! `readelf --sframe`, from the same binutils.  Every expected value here
+//! comes from those dumps, and the ABI from the ELF header.
 
 mod readelf_common;
 
@@ -19,6 +22,7 @@ use readelf_common::Fixture;
 use readelf_common::Location;
 use readelf_common::RegName;
 use readelf_common::Row as DumpRow;
+use sframe::Abi;
 use sframe::CfaRule;
 use sframe::Fde;
 use sframe::FdeType;
@@ -49,6 +53,31 @@ const PROGRAMS: [&str; 7] = [
     "shape-user",
     "vla",
 ];
+
+/// AArch64 programs: the portable ones of `src/` and `edges.c`, each plain
+/// and PAC-signed, and `libedges.so`; the V2 set also has `many`.
+const AARCH64_PROGRAMS: [&str; 9] = [
+    "bigframe",
+    "bigframe-pac",
+    "chain",
+    "chain-pac",
+    "edges",
+    "edges-pac",
+    "libedges.so",
+    "vla",
+    "vla-pac",
+];
+
+/// The ABI the ELF header's machine field names: the section's must match.
+fn elf_abi(fixture: &Fixture) -> Abi {
+    const EM_X86_64: u16 = 62;
+    const EM_AARCH64: u16 = 183;
+    match u16::from_le_bytes([fixture.elf[0x12], fixture.elf[0x13]]) {
+        EM_X86_64 => Abi::Amd64Le,
+        EM_AARCH64 => Abi::Aarch64Le,
+        other => panic!("{}: ELF machine {other}", fixture.name),
+    }
+}
 
 fn section<'a>(fixture: &'a Fixture) -> Section<'a> {
     let (data, addr) = sframe_section(&fixture.elf);
@@ -183,6 +212,7 @@ fn check_header(fixture: &Fixture, dump: &Dump, section: &Section<'_>) {
         Version::V3 => 3,
     };
     assert_eq!(version, dump.version, "{name}: version");
+    assert_eq!(section.abi(), elf_abi(fixture), "{name}: ABI");
     let mut flags = 0;
     for flag in &dump.flags {
         let (_, bit) = FLAG_NAMES
@@ -385,6 +415,97 @@ fn corpus_is_complete() {
     );
 }
 
+/// The AArch64 corpus has the shapes the decoder must read there: RA and
+/// FP saved at CFA offsets the rows track (no fixed offsets in the
+/// header), RA still in the link register under a non-zero CFA offset,
+/// signed return addresses in exactly the PAC builds (and `edges`, whose
+/// assembly signs by hand), FP-based CFAs, 2- and 4-byte offsets, and in
+/// V3 an outermost frame and a signal frame.
+#[test]
+fn aarch64_corpus_is_complete() {
+    for kind in ["aarch64-v2", "aarch64-v3"] {
+        let all = fixtures(kind);
+        let names: Vec<String> = all
+            .iter()
+            .map(|f| f.name.trim_start_matches(&format!("{kind}/")).to_string())
+            .collect();
+        let mut expected: Vec<&str> = AARCH64_PROGRAMS.to_vec();
+        if kind == "aarch64-v2" {
+            expected.extend(["many", "many-pac"]);
+            expected.sort_unstable();
+        }
+        assert_eq!(names, expected, "{kind}: fixture set");
+        let dumps: Vec<(&str, Dump)> = all
+            .iter()
+            .zip(&names)
+            .map(|(f, n)| (n.as_str(), parse_readelf(&f.readelf)))
+            .collect();
+        let rules = |dump: &Dump| -> Vec<(Location, Column, Column, bool)> {
+            dump.fdes
+                .iter()
+                .flat_map(|f| f.fres.iter())
+                .filter_map(|fre| match fre.row {
+                    DumpRow::Rule {
+                        cfa,
+                        fp,
+                        ra,
+                        mangled_ra,
+                    } => Some((cfa, fp, ra, mangled_ra)),
+                    DumpRow::Outermost => None,
+                })
+                .collect()
+        };
+        for (name, dump) in &dumps {
+            assert_eq!(dump.cfa_fixed_ra_offset, None, "{kind}/{name}: fixed RA");
+            assert_eq!(dump.cfa_fixed_fp_offset, None, "{kind}/{name}: fixed FP");
+            let signed = rules(dump).iter().filter(|r| r.3).count();
+            let hand_signed = name.starts_with("edges") || name.starts_with("libedges");
+            if name.ends_with("-pac") || hand_signed {
+                assert!(signed > 0, "{kind}/{name}: no signed rows");
+            } else {
+                assert_eq!(signed, 0, "{kind}/{name}: signed rows");
+            }
+        }
+        let rows: Vec<_> = dumps.iter().flat_map(|(_, d)| rules(d)).collect();
+        assert!(
+            rows.iter().any(|r| matches!(r.2, Column::AtCfa(_)) && r.3),
+            "{kind}: signed RA saved at the CFA"
+        );
+        assert!(
+            rows.iter()
+                .any(|r| matches!(r.2, Column::AtCfa(_)) && !r.3 && r.1 == Column::Untracked),
+            "{kind}: RA saved without FP"
+        );
+        assert!(
+            rows.iter()
+                .any(|r| matches!((r.1, r.2), (Column::AtCfa(fp), Column::AtCfa(ra)) if fp != ra)),
+            "{kind}: frame record saved"
+        );
+        assert!(
+            rows.iter()
+                .any(|r| r.2 == Column::Untracked && r.0.offset > 0 && !r.3),
+            "{kind}: RA in the link register under a frame"
+        );
+        assert!(
+            rows.iter().any(|r| r.0.reg == RegName::Fp),
+            "{kind}: FP-based CFA"
+        );
+        let offsets = || rows.iter().map(|r| r.0.offset);
+        assert!(offsets().any(|o| o > 127 && o <= 32767), "{kind}: 2-byte");
+        assert!(offsets().any(|o| o > 32767), "{kind}: 4-byte");
+        let fdes = || dumps.iter().flat_map(|(_, d)| d.fdes.iter());
+        let outermost = fdes()
+            .flat_map(|f| f.fres.iter())
+            .any(|fre| fre.row == DumpRow::Outermost);
+        let signal = fdes().any(|f| f.signal_frame);
+        let v3 = kind == "aarch64-v3";
+        // GNU as 2.44 writes `.cfi_undefined x30` and the signal trampoline
+        // as ordinary rows; 2.47 as what they are.
+        assert_eq!(outermost, v3, "{kind}: outermost FRE");
+        assert_eq!(signal, v3, "{kind}: signal frame FDE");
+    }
+}
+
 #[test]
 fn v2_matches_readelf() {
     assert!(check_against_readelf("v2") >= 700);
@@ -413,6 +534,26 @@ fn v3_lookups_match_readelf() {
 #[test]
 fn v2_pcrel_lookups_match_readelf() {
     assert!(check_lookups("v2-pcrel") >= 2100);
+}
+
+#[test]
+fn aarch64_v2_matches_readelf() {
+    assert!(check_against_readelf("aarch64-v2") >= 2000);
+}
+
+#[test]
+fn aarch64_v3_matches_readelf() {
+    assert!(check_against_readelf("aarch64-v3") >= 220);
+}
+
+#[test]
+fn aarch64_v2_lookups_match_readelf() {
+    assert!(check_lookups("aarch64-v2") >= 6000);
+}
+
+#[test]
+fn aarch64_v3_lookups_match_readelf() {
+    assert!(check_lookups("aarch64-v3") >= 680);
 }
 
 /// The derived PC-relative sections decode to exactly the FDEs and rows of
