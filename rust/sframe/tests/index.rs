@@ -2,10 +2,10 @@
 
 //! The lookup index: a section with an index answers every lookup exactly
 //! as the same section without one (rows, misses and errors alike), on the
-//! toolchain-made fixtures at every PC, at other addresses, and on
-//! hostile sections; an index that does not belong to its section is
-//! refused, and one whose contents are wrong makes lookups miss, never
-//! panic.
+//! toolchain-made fixtures (x86-64 and AArch64) at every PC, at other
+//! addresses, and on hostile sections; an index that does not belong to
+//! its section is refused, and one whose contents are wrong makes lookups
+//! miss, never panic.
 
 mod common;
 mod readelf_common;
@@ -69,7 +69,7 @@ fn interesting_pcs(sec: &Section<'_>, extra: &[u64]) -> Vec<u64> {
 #[test]
 fn every_pc_of_every_fixture() {
     let mut checked = 0usize;
-    for kind in ["v2", "v2-pcrel", "v3"] {
+    for kind in ["v2", "v2-pcrel", "v3", "aarch64-v2", "aarch64-v3"] {
         for fixture in fixtures(kind) {
             let (bytes, addr) = sframe_section(&fixture.elf);
             let plain = Section::parse(bytes, addr).unwrap();
