@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The row table: a section with one answers every lookup as the decoder
-//! does (rows and misses alike), on the toolchain-made fixtures at every
-//! PC and at other addresses, on hostile and random sections; it also
+//! does (rows and misses alike), on the toolchain-made fixtures (x86-64
+//! and AArch64) at every PC and at other addresses, on hostile and random sections; it also
 //! finds the rows beyond the decoder's FRE cap, sends the rows it cannot
 //! pack to the decoder, is refused by other bytes, and a wrong one never
 //! makes a lookup panic.
@@ -33,7 +33,7 @@ fn tabled<'a>(sec: Section<'a>, words: &'a mut Vec<u32>) -> Section<'a> {
 #[test]
 fn every_pc_of_every_fixture() {
     let mut checked = 0usize;
-    for kind in ["v2", "v2-pcrel", "v3"] {
+    for kind in ["v2", "v2-pcrel", "v3", "aarch64-v2", "aarch64-v3"] {
         for fixture in fixtures(kind) {
             let (bytes, addr) = sframe_section(&fixture.elf);
             let plain = Section::parse(bytes, addr).unwrap();
