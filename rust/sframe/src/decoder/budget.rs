@@ -88,3 +88,28 @@ impl Budget {
         self.max_fres
     }
 }
+
+/// Calls a rescheduling callback every [`RESCHED_FDES`] FDEs of an
+/// O(FDEs) pass at registration (the index's and the row table's builds).
+pub(super) struct ReschedEvery<'r> {
+    resched: &'r mut dyn FnMut(),
+    since: u32,
+}
+
+/// FDEs between two calls of a pass's rescheduling callback.
+pub(super) const RESCHED_FDES: u32 = 1024;
+
+impl<'r> ReschedEvery<'r> {
+    pub(super) fn new(resched: &'r mut dyn FnMut()) -> Self {
+        Self { resched, since: 0 }
+    }
+
+    /// One more FDE: calls the callback on every 1024th.
+    pub(super) fn fde(&mut self) {
+        self.since = self.since.wrapping_add(1);
+        if self.since == RESCHED_FDES {
+            (self.resched)();
+            self.since = 0;
+        }
+    }
+}

@@ -33,6 +33,7 @@
 //! lookup miss, never panic or loop; a right one gives exactly the
 //! answers of the full search.
 
+use super::budget::ReschedEvery;
 use super::bytes::{Be, ByteOrder, Le};
 use super::header::Section;
 use super::Error;
@@ -44,8 +45,6 @@ const HEADER_WORDS: usize = 8;
 /// FDEs per bucket, on average at most: the index costs 4 bytes per this
 /// many FDEs, and a lookup probes about `log2` of it.
 pub const FDES_PER_BUCKET: u32 = 2;
-/// `resched` is called after this many FDEs.
-const RESCHED_FDES: u32 = 1024;
 
 /// An index of one section, borrowed from the caller's buffer, checked
 /// for shape by [`Section::with_index`].
@@ -140,13 +139,9 @@ impl<'a> Section<'a> {
         // `index_words` made the table `buckets + 1` words long.
         let mut next_bucket: u64 = 0;
         let mut prev = first;
-        let mut since_resched: u32 = 0;
+        let mut pacer = ReschedEvery::new(resched);
         for index in 0..self.num_fdes {
-            since_resched = since_resched.wrapping_add(1);
-            if since_resched == RESCHED_FDES {
-                resched();
-                since_resched = 0;
-            }
+            pacer.fde();
             let (start, _) = self.fde_range_at::<E>(self.fde_off(index)?)?;
             if start < prev {
                 return Err(Error::FdesNotSorted);

@@ -45,7 +45,7 @@
 //! that it also finds the rows the decoder's FRE scan refuses to reach
 //! ([`Error::TooManyFres`]): it does not scan.
 
-use super::budget::Budget;
+use super::budget::{Budget, ReschedEvery};
 use super::fre::{CfaRule, RawFre, Reg, RegRule, Row};
 use super::header::Section;
 use super::index::{geometry, shr};
@@ -59,8 +59,6 @@ const HEADER_WORDS: usize = 10;
 /// Entries per bucket, on average at most: a lookup probes about `log2`
 /// of it.
 pub const ENTRIES_PER_BUCKET: u32 = 4;
-/// `resched` is called after this many FDEs.
-const RESCHED_FDES: u32 = 1024;
 
 /// Entry kinds, bits 0-1 of a value.
 const KIND_NONE: u64 = 0;
@@ -259,13 +257,9 @@ impl<'a> Section<'a> {
             Some(fde) => fde?.start,
             None => self.addr,
         };
-        let mut since_resched: u32 = 0;
+        let mut pacer = ReschedEvery::new(resched);
         for index in 0..self.num_fdes {
-            since_resched = since_resched.wrapping_add(1);
-            if since_resched == RESCHED_FDES {
-                resched();
-                since_resched = 0;
-            }
+            pacer.fde();
             let fde = self.fde(index)?;
             let next = match index.checked_add(1).filter(|&n| n < self.num_fdes) {
                 Some(n) => self.fde_range(n)?.0,
