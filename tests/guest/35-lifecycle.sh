@@ -11,7 +11,7 @@
 L=$PROGS/lifecycle
 LS=$PROGS/lifecycle-static
 CTL=$PROGS/unwind-ctl
-SCTL=$SFRAME_SRC/target/release/sframectl
+SCTL=$SFRAMECTL
 D=/tmp/sframe-lifecycle
 SECONDS_SPIN=${SFRAME_LIFECYCLE_SECONDS:-1.5}
 stress() { [ "${SFRAME_STRESS:-0}" = 1 ]; }

@@ -11,7 +11,7 @@
 # records and the rescan, SIGKILL mid-storm (no leak), SIGTERM.
 . "$SFRAME_SRC/tests/lib.sh"
 
-CTL=$SFRAME_SRC/target/release/sframectl
+CTL=$SFRAMECTL
 D=$SFRAME_OUT/daemon
 SECS=${SFRAME_DAEMON_SECONDS:-2}
 # The storm is 2,000 processes: under TCG, with perf record -a and
