@@ -5,11 +5,33 @@
 
 RESULTS=${SFRAME_OUT:-/tmp}/results.tap
 # The test programs scripts/run-tests built: out/progs, or out/progs-arm64
-# (cross-built) in the arm64 guest.
+# (cross-built) in the arm64 guest; and sframectl and the audit library,
+# cargo's release build, or its aarch64 cross build in the arm64 guest.
 case ${SFRAME_ARCH:-x86_64} in
-arm64) PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs-arm64} ;;
-*) PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs} ;;
+arm64)
+	PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs-arm64}
+	TOOLS=$SFRAME_SRC/target/aarch64-unknown-linux-gnu/release
+	;;
+*)
+	PROGS=${SFRAME_PROGS:-$SFRAME_SRC/out/progs}
+	TOOLS=$SFRAME_SRC/target/release
+	;;
 esac
+SFRAMECTL=$TOOLS/sframectl
+AUDIT_LIB=$TOOLS/libsframe_audit.so
+# Deferred user unwinding (perf record --call-graph fp,defer): x86-64 only
+# in Linux 7.3.  Elsewhere perf takes the synchronous path, the deferred
+# hook has no target, and a suite skips those checks with NO_DEFER.
+DEFER=1
+NO_DEFER=
+if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
+	DEFER=0
+	NO_DEFER="arm64 has no deferred user unwinding (CONFIG_UNWIND_USER) in Linux 7.3"
+fi
+# The recordings' callchains are checked on the host (scripts/run-tests),
+# where perf script is fast, except in the arm64 guest: the host's perf
+# cannot read arm64 objects, so the suite checks them itself.
+chains_here() { [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; }
 : "${TEST_GROUP:=$(basename "$0" .sh)}"
 _n=0
 
@@ -115,7 +137,7 @@ lifecycle_churn() {
 # status_of NAME: one field of `sframectl status` (the module's, or the
 # daemon's "daemon ..."); empty if there is none.
 status_of() {
-	"$SFRAME_SRC/target/release/sframectl" status 2>/dev/null |
+	"$SFRAMECTL" status 2>/dev/null |
 		awk -F': ' -v n="$1" '$1 == n { print $2 }'
 }
 

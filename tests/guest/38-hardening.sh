@@ -21,7 +21,7 @@
 
 H=$PROGS/hardening
 L=$PROGS/lifecycle
-CTL=$SFRAME_SRC/target/release/sframectl
+CTL=$SFRAMECTL
 UCTL=$PROGS/unwind-ctl
 CG=/sys/fs/cgroup
 D=/tmp/sframe-hardening

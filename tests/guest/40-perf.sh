@@ -15,9 +15,8 @@
 # checks are skipped.
 . "$SFRAME_SRC/tests/lib.sh"
 
-defer=1
-no_defer="arm64 has no deferred user unwinding (CONFIG_UNWIND_USER) in Linux 7.3"
-[ "${SFRAME_ARCH:-x86_64}" = arm64 ] && defer=0
+defer=$DEFER
+no_defer=$NO_DEFER
 
 W=$PROGS/sframe-workload
 CTL=$PROGS/unwind-ctl

@@ -13,17 +13,12 @@
 # unwritable, switched off) and register --pid of a stock program.
 . "$SFRAME_SRC/tests/lib.sh"
 
-CTL=$SFRAME_SRC/target/release/sframectl
-# arm64: sframectl and the audit library cross-built (scripts/run-tests),
-# no fp,defer (Linux 7.3 has no CONFIG_UNWIND_USER there), and the chains
-# checked here by synth_chains.py (the host's perf cannot read arm64
-# objects).
-defer=1
-no_defer="arm64 has no deferred user unwinding (CONFIG_UNWIND_USER) in Linux 7.3"
-if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
-	CTL=$SFRAME_SRC/target/aarch64-unknown-linux-gnu/release/sframectl
-	defer=0
-fi
+CTL=$SFRAMECTL
+# arm64: no fp,defer (Linux 7.3 has no CONFIG_UNWIND_USER there), and the
+# chains checked here by synth_chains.py (the host's perf cannot read
+# arm64 objects).
+defer=$DEFER
+no_defer=$NO_DEFER
 D=$SFRAME_OUT/synth
 SECS=${SFRAME_SYNTH_SECONDS:-1.5}
 # libc-work does a fixed amount of work (its -n), the same in every
@@ -151,7 +146,7 @@ fi
 check "no samples lost" sh -c "! grep -q -i 'lost' $D/module-*.log"
 # The same under DWARF unwinding, whose call paths ours must agree with.
 check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
-if [ "$defer" = 0 ]; then
+if chains_here; then
 	# synth_chains.py's checks, here, each one of this suite's results.
 	python3 "$SFRAME_SRC/tests/perf/synth_chains.py" check "$D" module-g base-g >"$D/chains.tap" 2>&1
 	tap_results "$D/chains.tap" synth synth

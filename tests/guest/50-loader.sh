@@ -9,8 +9,8 @@
 # Sections generated from .eh_frame (libc, ld.so, the vDSO) are
 # 45-synth's subject; here they would only blur the counts of sections.
 export SFRAME_AUDIT_SYNTH=0
-CTL=$SFRAME_SRC/target/release/sframectl
-AUDIT=$SFRAME_SRC/target/release/libsframe_audit.so
+CTL=$SFRAMECTL
+AUDIT=$AUDIT_LIB
 LIB=$PROGS/libsfwork.so
 DL=$PROGS/dlwork
 # perf cannot write its output onto the 9p share: work in the guest's /tmp

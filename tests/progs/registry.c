@@ -694,6 +694,24 @@ static int case_churn(int n)
 	return 0;
 }
 
+/*
+ * The executable's code, from .init to .fini (crti.o's _init and _fini),
+ * within its PF_X segment.  On x86-64 they are nearly the same: GNU ld
+ * gives code a segment of its own there.  On AArch64 it does not: the
+ * PF_X segment also holds the ELF headers, the dynamic symbols, .rodata,
+ * .eh_frame and .sframe, parts of it where no function lies.
+ */
+extern char _init[], _fini[];
+
+static struct object code_of(struct object o)
+{
+	if ((uintptr_t)_init > o.text && (uintptr_t)_init < o.text_end)
+		o.text = (uintptr_t)_init;
+	if ((uintptr_t)_fini > o.text && (uintptr_t)_fini < o.text_end)
+		o.text_end = (uintptr_t)_fini;
+	return o;
+}
+
 struct thread_arg {
 	struct object o;
 	int id;
@@ -705,7 +723,7 @@ static void *thread_main(void *p)
 {
 	struct thread_arg *a = p;
 	struct sframe_section_info info[MAX_LIST];
-	/* Threads 0-3 own a slice each; 4-7 collide on slice 0. */
+	/* Threads 0-3 own a slice of the code each; 4-7 collide on slice 0. */
 	uint64_t slice = (a->o.text_end - a->o.text) / 8;
 	uint64_t start = a->o.text + (a->id < 4 ? a->id : 0) * slice, h;
 	int r;
@@ -744,7 +762,8 @@ static int case_threads(int seconds)
 	int i;
 
 	for (i = 0; i < 8; i++) {
-		args[i] = (struct thread_arg){ self(), i, time(NULL) + seconds, 0, 0 };
+		/* Every slice holds functions the section describes. */
+		args[i] = (struct thread_arg){ code_of(self()), i, time(NULL) + seconds, 0, 0 };
 		check(!pthread_create(&t[i], NULL, thread_main, &args[i]), "pthread_create");
 	}
 	for (i = 0; i < 8; i++) {

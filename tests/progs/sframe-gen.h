@@ -1,14 +1,20 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Valid SFrame V2 sections (AMD64, little endian) and ELF programs that
- * carry one, built from nothing, for tests/progs/hardening.c.
+ * Valid SFrame V2 sections (little endian, of the architecture this is
+ * built for: AMD64 or AArch64) and ELF programs that carry one, built from
+ * nothing, for tests/progs/hardening.c.
  *
  * A section describes NFUNC functions of FSIZE bytes each, back to back
  * from FUNC0, for a section mapped at ADDR; each function has FRES_PER
- * FREs ("CFA = SP + 8", return address at CFA - 8: a function's entry,
- * FRE starts 0, 1, 2, ...).  A non-zero TAG goes in a 4-byte auxiliary
- * header, which decoders skip: sections of different tags are distinct
- * bytes with the same rows.  The module validates every byte
+ * FREs, all the row of a function's entry (FRE starts 0, 1, 2, ...): on
+ * x86-64 "CFA = SP + 8", return address at CFA - 8 (the header's fixed
+ * offset: the call pushed it); on AArch64 "CFA = SP + 0", no offset for
+ * the return address, which is still in the link register (the header has
+ * no fixed one: AArch64 tracks it per row).  Both are one 1-byte word, so
+ * a section's length does not depend on the architecture; the module
+ * takes only its own architecture's sections.  A non-zero TAG goes in a
+ * 4-byte auxiliary header, which decoders skip: sections of different
+ * tags are distinct bytes with the same rows.  The module validates every byte
  * (rust/sframe/src/decoder/validate.rs, Documentation/sframe-format.rst):
  * FDEs sorted and not overlapping, FRE starts increasing inside the
  * function, counts and lengths adding up.
@@ -22,6 +28,18 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+
+#if defined(__x86_64__)
+#define SFG_ABI		3	/* SFRAME_ABI_AMD64_ENDIAN_LITTLE */
+#define SFG_FIXED_RA	(-8)	/* return address at CFA - 8 */
+#define SFG_CFA_OFF	8
+#elif defined(__aarch64__) && defined(__AARCH64EL__)
+#define SFG_ABI		2	/* SFRAME_ABI_AARCH64_ENDIAN_LITTLE */
+#define SFG_FIXED_RA	0	/* none: tracked per row */
+#define SFG_CFA_OFF	0
+#else
+#error "sframe-gen.h: SFrame sections for x86-64 and little-endian AArch64 only"
+#endif
 
 #define SFG_HEADER	28
 #define SFG_FDE		20
@@ -65,9 +83,9 @@ static inline void sframe_build(uint8_t *buf, const struct sframe_spec *s)
 	sfg_put16(buf, 0xdee2);
 	buf[2] = 2;			/* version 2 */
 	buf[3] = 1;			/* SFRAME_F_FDE_SORTED */
-	buf[4] = 3;			/* AMD64, little endian */
+	buf[4] = SFG_ABI;
 	buf[5] = 0;			/* no fixed FP offset */
-	buf[6] = (uint8_t)-8;		/* return address at CFA - 8 */
+	buf[6] = (uint8_t)SFG_FIXED_RA;
 	buf[7] = (uint8_t)aux;
 	sfg_put32(buf + 8, s->nfunc);
 	sfg_put32(buf + 12, nfres);
@@ -90,7 +108,7 @@ static inline void sframe_build(uint8_t *buf, const struct sframe_spec *s)
 		for (uint32_t j = 0; j < s->fres_per; j++, fre += SFG_FRE) {
 			fre[0] = (uint8_t)j;
 			fre[1] = 0x03;	/* CFA = SP + offset, one 1-byte word */
-			fre[2] = 8;
+			fre[2] = SFG_CFA_OFF;
 		}
 	}
 }
@@ -123,7 +141,12 @@ static inline uint8_t *sframe_new(const struct sframe_spec *s, size_t *len)
 #define ELF_SFRAME_VADDR	0x10000000ULL
 #define ELF_PAGE		4096ULL
 
-/* The entry point's code, at the first text page. */
+/*
+ * The entry point's code, at the first text page, and what fills the rest
+ * of the text: an instruction that traps.
+ */
+#if defined(__x86_64__)
+#define ELF_MACHINE		62	/* EM_X86_64 */
 static const uint8_t elf_code[] = {
 	0x48, 0x8b, 0x04, 0x24,		/* mov (%rsp), %rax: argc */
 	0x48, 0x83, 0xf8, 0x01,		/* cmp $1, %rax */
@@ -135,6 +158,37 @@ static const uint8_t elf_code[] = {
 	0x31, 0xff,			/* xor %edi, %edi */
 	0x0f, 0x05,			/* syscall */
 };
+
+static inline void elf_fill_trap(uint8_t *p, size_t len)
+{
+	memset(p, 0xcc, len);		/* int3 */
+}
+#else
+#define ELF_MACHINE		183	/* EM_AARCH64 */
+/* A64 instructions, little endian; arm64 has no pause(): ppoll() of nothing. */
+static const uint32_t elf_code[] = {
+	0xf94003e0,			/* ldr x0, [sp]: argc */
+	0xf100041f,			/* cmp x0, #1 */
+	0x54000120,			/* b.eq exit */
+	0xd2800000,			/* 1: mov x0, #0: no descriptors */
+	0xd2800001,			/* mov x1, #0 */
+	0xd2800002,			/* mov x2, #0: no timeout */
+	0xd2800003,			/* mov x3, #0: no signal mask */
+	0xd2800004,			/* mov x4, #0 */
+	0xd2800928,			/* mov x8, #73: ppoll */
+	0xd4000001,			/* svc #0 */
+	0x17fffff9,			/* b 1b */
+	0xd2800000,			/* exit: mov x0, #0 */
+	0xd2800ba8,			/* mov x8, #93: exit */
+	0xd4000001,			/* svc #0 */
+};
+
+static inline void elf_fill_trap(uint8_t *p, size_t len)
+{
+	for (size_t i = 0; i + 4 <= len; i += 4)
+		sfg_put32(p + i, 0xd4200000);	/* brk #0 */
+}
+#endif
 
 struct elf_phdr_spec {
 	uint32_t type, flags;
@@ -202,7 +256,7 @@ static inline size_t elf_write(const char *path, unsigned int text_segs, uint64_
 	head[5] = 1;			/* ELFDATA2LSB */
 	head[6] = 1;			/* EV_CURRENT */
 	sfg_put16(head + 16, 2);	/* ET_EXEC */
-	sfg_put16(head + 18, 62);	/* EM_X86_64 */
+	sfg_put16(head + 18, ELF_MACHINE);
 	sfg_put32(head + 20, 1);
 	sfg_put64(head + 24, ELF_BASE + ELF_PAGE);	/* entry: the first text page */
 	sfg_put64(head + 32, 64);	/* program headers right after */
@@ -211,8 +265,8 @@ static inline size_t elf_write(const char *path, unsigned int text_segs, uint64_
 	sfg_put16(head + 56, (uint16_t)n);
 	for (i = 0; i < n; i++)
 		elf_put_phdr(head + 64 + 56 * i, &ph[i]);
-	/* The text pages: the code, then int3. */
-	memset(page, 0xcc, ELF_PAGE);
+	/* The text pages: the code, then traps. */
+	elf_fill_trap(page, ELF_PAGE);
 	memcpy(page, elf_code, sizeof(elf_code));
 	f = fopen(path, "w");
 	if (!f)
@@ -222,7 +276,7 @@ static inline size_t elf_write(const char *path, unsigned int text_segs, uint64_
 	for (i = 0; i < text_segs; i++) {
 		if (fwrite(page, ELF_PAGE, 1, f) != 1)
 			goto fail_file;
-		memset(page, 0xcc, sizeof(elf_code));
+		elf_fill_trap(page, sizeof(elf_code));
 	}
 	if (fseek(f, (long)sframe_off, SEEK_SET) || fwrite(sec, len, 1, f) != 1)
 		goto fail_file;
