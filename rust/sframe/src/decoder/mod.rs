@@ -12,8 +12,9 @@
 //!
 //! Use: [`Section::parse`] (O(1) header and bounds checks), then once
 //! [`Section::validate`] and, for fast lookups, [`Section::build_index`]
-//! into a buffer kept with the bytes; then per PC [`Section::find_row`]
-//! on the section [`Section::with_index`] gives. The [`unwind`] module
+//! and [`Section::build_table`] into buffers kept with the bytes; then per
+//! PC [`Section::find_row`] on the section [`Section::with_index`] and
+//! [`Section::with_table`] give. The [`unwind`] module
 //! turns rows into x86-64 and AArch64 stack walks.
 //!
 //! Format facts were checked against binutils' `include/sframe.h` (2.46)
