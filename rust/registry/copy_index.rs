@@ -87,9 +87,12 @@ impl CopyIndex {
         };
         let mut table = KVVec::from_elem(0u32, shape.words(), GFP_KERNEL_ACCOUNT)
             .map_err(|_| IndexError::NoMemory)?;
-        let written = section
-            .build_table_shaped(&shape, &mut table, resched)
-            .map_err(IndexError::Format)?;
+        let written = match section.build_table_shaped(&shape, &mut table, resched) {
+            Ok(written) => written,
+            // Found only when the rows are decoded.
+            Err(sframe::Error::UnsupportedRows) => return Ok(KVVec::new()),
+            Err(e) => return Err(IndexError::Format(e)),
+        };
         // The shape said how many; a shorter table would not attach.
         if written != table.len() {
             return Err(IndexError::Format(sframe::Error::IndexTooSmall));
