@@ -71,16 +71,19 @@ impl<'g> WalkRows<'g> {
             .filter(|s| s.is_live())
             .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))?;
         // Validated at registration: parsing cannot fail; if it did, the
-        // section gives no rows.  The copy's index narrows every search
-        // of this walk in the section to one bucket's FDEs (attaching it
-        // is O(1) and allocates nothing).
+        // section gives no rows.  The copy's row table answers this
+        // walk's lookups in the section, its index narrows those the table
+        // leaves to the decoder (attaching both is O(1) and allocates
+        // nothing).
         let parsed = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
         Some((s, s.copy.index.attach(parsed)))
     }
 
     /// The unwind row for `pc`, the search paid from the walk's `budget`:
-    /// through the copy's index, the index's read and the probes among
-    /// the FDEs it leaves, then the FREs decoded.
+    /// through the copy's row table, its bucket words and the entries
+    /// probed; where the table sends the lookup to the decoder, through
+    /// the index, its read and the probes among the FDEs it leaves, then
+    /// the FREs decoded.
     pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
         let hit = self
             .last
