@@ -100,6 +100,73 @@ void sframe_might_fault(void)
 }
 
 /*
+ * The sample path's window on user memory (rust/abstractions/user_mem.rs):
+ * page faults stay disabled from open to close, as around perf's own
+ * frame-pointer walk.  Open says whether user memory may be read with the
+ * plain reads below: on x86-64 an NMI may land while the CPU switches mm,
+ * which nmi_uaccess_okay() tells, but it is kept from modules;
+ * copy_from_user_nmi() checks it, so a one-byte read at @probe (the user
+ * SP, resident in the task being sampled) answers.  Where it fails, the
+ * walk reads through sframe_read_user_checked(), as before the window.
+ */
+bool sframe_user_window_open(unsigned long probe)
+{
+#ifdef CONFIG_X86_64
+	u8 byte;
+	bool okay = !copy_from_user_nmi(&byte, (const void __user *)probe, 1);
+#else
+	bool okay = true;
+#endif
+	pagefault_disable();
+	return okay;
+}
+
+void sframe_user_window_close(void)
+{
+	pagefault_enable();
+}
+
+/*
+ * Reads @len bytes at user address @addr into @dst, inside the window:
+ * only a user range, whole words with __get_user() as perf's walk reads a
+ * frame (a frame record, a saved return address), anything else with
+ * __copy_from_user_inatomic().  Never faults a page in.  Returns the bytes
+ * not read: all of them if any word faults.
+ */
+unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned long len)
+{
+	const u64 __user *src = (const u64 __user *)addr;
+	unsigned long i;
+
+	if (!access_ok(src, len))
+		return len;
+	if (len % sizeof(u64) || len > 4 * sizeof(u64))
+		return __copy_from_user_inatomic(dst, src, len);
+	for (i = 0; i < len / sizeof(u64); i++) {
+		u64 word;
+
+		if (__get_user(word, src + i))
+			return len;
+		memcpy(dst + i * sizeof(u64), &word, sizeof(u64));
+	}
+	return 0;
+}
+
+/*
+ * Reads as sframe_read_user_inatomic() where the window could not say that
+ * user memory may be read: on x86-64 with copy_from_user_nmi(), which
+ * checks nmi_uaccess_okay() for every read.
+ */
+unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len)
+{
+#ifdef CONFIG_X86_64
+	return copy_from_user_nmi(dst, (const void __user *)addr, len);
+#else
+	return sframe_read_user_inatomic(dst, addr, len);
+#endif
+}
+
+/*
  * One past the highest user address: 2^47 or 2^56 less a guard page,
  * depending on whether this machine runs with 5-level paging.
  */

@@ -5,11 +5,10 @@
 //!
 //! C header: [`include/linux/uaccess.h`](srctree/include/linux/uaccess.h).
 //!
-//! - [`NmiUserMemory`]: perf's sampling path (NMI or IRQ). The
-//!   architecture's non-faulting read ([`arch::read_user_nmi`]; on x86-64
-//!   `copy_from_user_nmi()`, which alone checks `nmi_uaccess_okay()`: the
-//!   CPU may be switching `mm`). A page that is not resident reads as a
-//!   fault.
+//! - [`UserWindow`] and its [`NmiUserMemory`] readers: perf's sampling
+//!   path (NMI or IRQ). Page faults disabled for the whole walk, words read
+//!   with `__get_user()`, as perf's own frame-pointer walk reads them; a
+//!   page that is not resident reads as a fault.
 //! - [`FaultingUserMemory`]: the deferred path (task context on the way back
 //!   to user space). `copy_from_user()`, which may sleep to fault a page in.
 //!
@@ -17,7 +16,6 @@
 
 use crate::{
     abstractions::ffi,
-    arch,
     sframe::unwind::Memory, //
 };
 use core::marker::PhantomData;
@@ -29,30 +27,83 @@ use kernel::{
     },
 };
 
-/// The current task's user memory, read without faulting (any context).
+/// The sample path's access to the current task's user memory (any
+/// context, NMI included): page faults stay disabled from
+/// [`UserWindow::open`] to the drop, as around perf's own frame-pointer
+/// walk, and its readers ([`UserWindow::reader`]) read without faulting
+/// (a page that is not resident reads as a fault).
 ///
-/// Not `Send`: it reads the memory of the task it was made on.
-pub(crate) struct NmiUserMemory {
+/// Opening checks once whether user memory may be read with plain reads:
+/// on x86-64 an NMI may land while the CPU switches `mm`
+/// (`nmi_uaccess_okay()`, which a module can ask only through
+/// `copy_from_user_nmi()`: a one-byte read at the sample's user SP).  The
+/// state it checks cannot change before the window closes (the walk runs
+/// with interrupts or preemption off); where the check fails, every read
+/// goes through `copy_from_user_nmi()`, which checks it again.
+///
+/// Not `Send`: it reads the memory of the task it was opened on, and page
+/// faults are disabled for that CPU's current task.
+pub(crate) struct UserWindow {
+    okay: bool,
     _not_send: NotThreadSafe,
 }
 
-impl NmiUserMemory {
-    /// A reader of the current task's user memory.
-    pub(crate) fn new() -> Self {
+impl UserWindow {
+    /// Disables page faults until the window is dropped; `probe` is a
+    /// user address the task has just used (its SP).
+    pub(crate) fn open(probe: u64) -> Self {
+        // SAFETY: The probe read checks its address (`access_ok()`) and
+        // does not fault; the drop below re-enables page faults.
+        let okay = unsafe { ffi::sframe_user_window_open(probe as usize) };
         Self {
+            okay,
             _not_send: NotThreadSafe,
         }
     }
+
+    /// A reader of the current task's user memory, valid while the window
+    /// is open.
+    pub(crate) fn reader(&self) -> NmiUserMemory<'_> {
+        NmiUserMemory { window: self }
+    }
 }
 
-impl Memory for NmiUserMemory {
+impl Drop for UserWindow {
+    fn drop(&mut self) {
+        // SAFETY: Pairs with the `pagefault_disable()` of `open`.
+        unsafe { ffi::sframe_user_window_close() }
+    }
+}
+
+/// Reads the current task's user memory inside a [`UserWindow`].
+pub(crate) struct NmiUserMemory<'w> {
+    window: &'w UserWindow,
+}
+
+impl Memory for NmiUserMemory<'_> {
     fn read_u64(&mut self, addr: u64) -> Option<u64> {
         let mut word = [0u8; 8];
         self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
     }
 
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
-        arch::read_user_nmi(addr, buf)
+        let Ok(addr) = usize::try_from(addr) else {
+            return false;
+        };
+        let (dst, len) = (buf.as_mut_ptr().cast(), buf.len());
+        // SAFETY: `buf` is writable for `len` bytes. Both helpers read only
+        // a user range (`access_ok()`) and never sleep: page faults are
+        // disabled for as long as `self.window` is open. The plain read
+        // only where the window said user memory may be read. They return
+        // the bytes not read.
+        let left = unsafe {
+            if self.window.okay {
+                ffi::sframe_read_user_inatomic(dst, addr, len)
+            } else {
+                ffi::sframe_read_user_checked(dst, addr, len)
+            }
+        };
+        left == 0
     }
 }
 

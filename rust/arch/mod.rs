@@ -15,8 +15,6 @@
 //! - [`task_is_compat`]: whether the current task's address space is not
 //!   a 64-bit one of this architecture's ABI (32-bit or x32 tasks), whose
 //!   stacks the stock unwinder keeps.
-//! - [`read_user_nmi`]: reading the current task's user memory from NMI or
-//!   IRQ context, without faulting.
 //! - [`CALL_WINDOW`] and [`follows_call`]: whether the bytes before a
 //!   candidate return address end with a call instruction.
 //! - [`walk`]: the decoder's walk for this ABI (where the return address
@@ -48,7 +46,6 @@ mod imp;
 mod imp;
 pub(crate) use imp::{
     follows_call,
-    read_user_nmi,
     start_regs,
     strip_return_address,
     task_is_compat,
@@ -106,7 +103,6 @@ const _: fn(&UserRegs) -> Mode = UserRegs::mode;
 const _: fn(&UserRegs) -> Regs = start_regs;
 const _: fn(u64) -> u64 = strip_return_address;
 const _: fn() -> bool = task_is_compat;
-const _: fn(u64, &mut [u8]) -> bool = read_user_nmi;
 const _: fn(&[u8; CALL_WINDOW]) -> bool = follows_call;
 const _: Abi = SFRAME_ABI;
 const _: &str = SFRAME_ABI_MISMATCH;

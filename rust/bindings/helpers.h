@@ -30,6 +30,10 @@ bool sframe_current_in_uprobe(void);
 bool sframe_current_in_guest(void);
 bool sframe_may_fault(void);
 void sframe_might_fault(void);
+bool sframe_user_window_open(unsigned long probe);
+void sframe_user_window_close(void);
+unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned long len);
+unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len);
 unsigned long sframe_task_size_max(void);
 
 /* ratelimit_state_init() with the interval in milliseconds. */
@@ -121,7 +125,6 @@ void sframe_arm64_read_regs(struct pt_regs *regs, struct sframe_arm64_regs *out)
 bool sframe_compat_user_mode(struct pt_regs *regs);
 bool sframe_current_compat(void);
 unsigned long sframe_strip_user_pac(unsigned long addr);
-unsigned long sframe_read_user_nofault(void *dst, unsigned long addr, unsigned long len);
 #endif
 
 #endif

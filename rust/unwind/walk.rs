@@ -4,8 +4,9 @@
 //! SFrame unwinder, and the unwinder's replacements for them.
 //!
 //! - `perf_callchain_user()` (sample context, NMI or IRQ): stores the
-//!   sample's PC and walks with non-faulting reads, inside one RCU
-//!   read-side section, up to the event's `max_stack`.
+//!   sample's PC and walks with non-faulting reads (page faults disabled
+//!   for the whole walk), inside one RCU read-side section, up to the
+//!   event's `max_stack`.
 //! - `unwind_user()` (deferred, `--call-graph fp,defer`; task context on the
 //!   way back to user space): the same walk, with faulting reads; the
 //!   registry returns copies of rows, so no RCU lock is held across a fault.
@@ -50,7 +51,7 @@ use crate::{
         user_mem::{
             self,
             FaultingUserMemory,
-            NmiUserMemory, //
+            UserWindow, //
         },
     },
     arch::{
@@ -109,6 +110,7 @@ trait Rows {
 
 /// The sample path: one RCU read-side section for the whole walk.
 impl Rows for &mut WalkRows<'_> {
+    #[inline]
     fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
         WalkRows::find_row(self, pc, budget)
     }
@@ -148,6 +150,7 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
         self.row_within(pc, &mut Budget::unlimited())
     }
 
+    #[inline]
     fn row_within(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
         if FP_ONLY.load(Ordering::Relaxed) {
             return None;
@@ -222,10 +225,12 @@ impl SampleUnwinder for SframeUnwinder {
         // an event's callback) under the RCU read lock.
         let limits = WalkLimits::sample(entry.room().max(1), MAX_SPAN);
         let mut tally = Tally::default();
-        // Nothing here sleeps: `copy_from_user_nmi()` reads do not fault pages in.
+        // Nothing here sleeps: page faults are disabled while the window
+        // is open.
+        let window = UserWindow::open(start.sp);
         let stop = lookup::with_walk_rows(mm, |rows| {
-            let mut lookup = RegistryLookup::new(rows, NmiUserMemory::new());
-            let mut mem = NmiUserMemory::new();
+            let mut lookup = RegistryLookup::new(rows, window.reader());
+            let mut mem = window.reader();
             arch::walk(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
                 // The sampled function's caller, its return address still
                 // in the link register: left to perf's tool where the

@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * arm64's out-of-line wrappers (rust/arch/arm64/): what the module asks of
- * a register frame, of the current task and of user memory that only
- * arm64 defines, most of it static inline in the kernel's headers.
+ * a register frame, of the current task and of a return address that
+ * only arm64 defines, most of it static inline in the kernel's headers.
  */
 #include <linux/compat.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
-#include <linux/uaccess.h>
 #include <asm/pointer_auth.h>
 
 #include "../../bindings/helpers.h"
@@ -39,23 +38,4 @@ bool sframe_current_compat(void)
 unsigned long sframe_strip_user_pac(unsigned long addr)
 {
 	return ptrauth_strip_user_insn_pac(addr);
-}
-
-/*
- * Reads user memory with page faults disabled, as arm64's own user stack
- * walk does from the same contexts (perf's interrupt, pseudo-NMI
- * included): a page that is not resident reads as a fault.  Returns the
- * bytes not read.
- */
-unsigned long sframe_read_user_nofault(void *dst, unsigned long addr, unsigned long len)
-{
-	const void __user *src = (const void __user *)addr;
-	unsigned long left;
-
-	if (!access_ok(src, len))
-		return len;
-	pagefault_disable();
-	left = __copy_from_user_inatomic(dst, src, len);
-	pagefault_enable();
-	return left;
 }

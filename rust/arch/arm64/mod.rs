@@ -2,11 +2,10 @@
 
 //! arm64: the user registers (`pc`, `sp`, `x29`, `x30`), return addresses
 //! signed by pointer authentication, branch-with-link instructions, the
-//! vDSO's `__kernel_rt_sigreturn` (in the decoder's [`walk`]), reads with
-//! page faults disabled, and ftrace without `SAVE_REGS`.
+//! vDSO's `__kernel_rt_sigreturn` (in the decoder's [`walk`]) and ftrace
+//! without `SAVE_REGS`.
 //!
-//! C headers: [`arch/arm64/include/asm/ptrace.h`](srctree/arch/arm64/include/asm/ptrace.h),
-//! [`arch/arm64/include/asm/uaccess.h`](srctree/arch/arm64/include/asm/uaccess.h).
+//! C header: [`arch/arm64/include/asm/ptrace.h`](srctree/arch/arm64/include/asm/ptrace.h).
 //!
 //! arm64 has no deferred user unwinding (`CONFIG_UNWIND_USER`) in 7.3:
 //! `perf_callchain_user()` is the only path, and the deferred hook finds
@@ -56,16 +55,3 @@ pub(crate) const LR_CALLER_IN_CHAIN: bool = false;
 /// that needs (`SAVE_REGS` is refused there, as for arm64's livepatch).
 pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
 
-/// Reads `buf.len()` bytes of the current task's user memory at `addr`
-/// with page faults disabled, as arm64's own user stack walk does from
-/// perf's interrupt (a page that is not resident reads as a fault);
-/// whether all were read.  Any context.
-pub(crate) fn read_user_nmi(addr: u64, buf: &mut [u8]) -> bool {
-    let len = buf.len();
-    // SAFETY: `buf` is writable for `len` bytes. The helper checks that
-    // `addr..addr + len` is a user range and copies with page faults
-    // disabled: it never sleeps. It returns the bytes not copied.
-    let left =
-        unsafe { ffi::sframe_read_user_nofault(buf.as_mut_ptr().cast(), addr as usize, len) };
-    left == 0
-}

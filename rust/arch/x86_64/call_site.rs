@@ -5,7 +5,7 @@
 //!
 //! A frame-pointer step trusts the word at FP + 8 only if it is plausible.
 //! The sample path cannot look up VMAs (no `mmap_lock` in NMI), but it can
-//! read the bytes before the candidate with `copy_from_user_nmi()`: a real
+//! read the bytes before the candidate without faulting: a real
 //! return address follows a `call`, while data, stack addresses or stale
 //! words a garbage frame pointer leads to almost never do.
 

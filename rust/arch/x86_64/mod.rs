@@ -2,11 +2,9 @@
 
 //! x86-64: the user registers (`ip`, `sp`, `bp`), the return address at
 //! CFA - 8, `call` instructions, the `__restore_rt` trampoline (in the
-//! decoder's [`walk`]), `copy_from_user_nmi()`, and ftrace's
-//! `ftrace_regs`.
+//! decoder's [`walk`]) and ftrace's `ftrace_regs`.
 //!
-//! C headers: [`arch/x86/include/asm/ptrace.h`](srctree/arch/x86/include/asm/ptrace.h),
-//! [`arch/x86/include/asm/uaccess.h`](srctree/arch/x86/include/asm/uaccess.h).
+//! C header: [`arch/x86/include/asm/ptrace.h`](srctree/arch/x86/include/asm/ptrace.h).
 
 mod call_site;
 mod regs;
@@ -24,7 +22,6 @@ pub(crate) use regs::{
 };
 
 use crate::{
-    abstractions::ffi,
     sframe::Abi, //
 };
 
@@ -51,17 +48,3 @@ pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
 #[cfg(not(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS))]
 pub(crate) const FTRACE_OPS_FLAGS: u32 = ffi::FTRACE_OPS_FL_SAVE_REGS;
 
-/// Reads `buf.len()` bytes of the current task's user memory at `addr`
-/// with `copy_from_user_nmi()`, which never faults pages in (a page that is
-/// not resident reads as a fault) and alone checks `nmi_uaccess_okay()`
-/// (the CPU may be switching `mm`); whether all were read.  Any context.
-pub(crate) fn read_user_nmi(addr: u64, buf: &mut [u8]) -> bool {
-    let len = buf.len();
-    // SAFETY: `buf` is writable for `len` bytes. `copy_from_user_nmi()`
-    // checks that `addr..addr + len` is a user range and that the current
-    // `mm` is loaded, and disables page faults: it never sleeps and is safe
-    // in NMI context. It returns the bytes not copied.
-    let left =
-        unsafe { ffi::copy_from_user_nmi(buf.as_mut_ptr().cast(), addr as usize as *const _, len) };
-    left == 0
-}
