@@ -110,8 +110,10 @@ pub struct Table<'a> {
     /// `2 ne` words: the entries' values.
     values: &'a [u32],
     shift: u32,
-    /// First function start minus the section address (mod 2^64).
-    first_off: u64,
+    /// The first function's start: the section's address plus the offset
+    /// stored in the table; `None` where that overflows (lookups then go
+    /// to the decoder).
+    first: Option<u64>,
 }
 
 /// `value` as a signed field of `bits` bits, if it fits.
@@ -462,7 +464,9 @@ impl<'a> Section<'a> {
             starts,
             values,
             shift: *shift,
-            first_off: u64::from(*lo) | u64::from(*hi) << 32,
+            first: self.addr.checked_add_signed(i64::from_ne_bytes(
+                (u64::from(*lo) | u64::from(*hi) << 32).to_ne_bytes(),
+            )),
         });
         Ok(self)
     }
@@ -482,8 +486,7 @@ impl<'a> Section<'a> {
         budget: &mut Budget,
     ) -> Option<Result<Option<Row>, Error>> {
         let table = self.table.as_ref()?;
-        let first_off = i64::from_ne_bytes(table.first_off.to_ne_bytes());
-        let first = self.addr.checked_add_signed(first_off)?;
+        let first = table.first?;
         let Some(key) = pc.checked_sub(first) else {
             // Below the first function.
             return budget
