@@ -84,16 +84,30 @@ impl<'g> WalkRows<'g> {
     /// probed; where the table sends the lookup to the decoder, through
     /// the index, its read and the probes among the FDEs it leaves, then
     /// the FREs decoded.
+    ///
+    /// Inlined into the walk: a frame in the section of the frame before
+    /// costs the range check and the table's probes; the change of
+    /// section stays out of line.
+    #[inline(always)]
     pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
         let hit = self
             .last
             .as_ref()
             .is_some_and(|(s, _)| s.covers(pc) && s.is_live());
         if !hit {
-            self.last = Self::lookup(self.state?, pc, self.guard);
+            self.switch(pc);
         }
         let (_, parsed) = self.last.as_ref()?;
         parsed.find_row_within(pc, budget).ok().flatten()
+    }
+
+    /// Makes the live section that covers `pc`, if any, the one
+    /// [`WalkRows::find_row`] searches.
+    #[inline(never)]
+    fn switch(&mut self, pc: u64) {
+        self.last = self
+            .state
+            .and_then(|state| Self::lookup(state, pc, self.guard));
     }
 }
 

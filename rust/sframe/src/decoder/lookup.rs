@@ -134,7 +134,7 @@ impl<'a> Section<'a> {
     /// Inlined into its callers, with the row table's lookup, so that the
     /// common case (a table, a row that packs) does not pay the set-up of
     /// the decoder's search, which stays out of line.
-    #[inline]
+    #[inline(always)]
     pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
         // The row table, when there is one: a few probes, no scan.
         if self.table.is_some() {

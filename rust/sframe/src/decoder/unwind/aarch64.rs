@@ -83,6 +83,7 @@ fn reg_value(reg: Reg, regs: &Regs, topmost: bool) -> Result<u64, Stop> {
 /// the SP), otherwise it must be strictly above. An undefined FP becomes
 /// 0. The returned PC may still be signed, and may be 0 (end of stack; the
 /// walker stops).
+#[inline]
 pub fn step_aarch64(
     row: &Row,
     regs: &Regs,
@@ -167,6 +168,7 @@ struct Aarch64;
 impl Arch for Aarch64 {
     const ENTRY_ROW: Row = AARCH64_ENTRY_ROW;
 
+    #[inline(always)]
     fn step(row: &Row, regs: &Regs, topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_aarch64(row, regs, topmost, mem)
     }

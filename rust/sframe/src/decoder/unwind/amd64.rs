@@ -57,6 +57,7 @@ fn reg_value(reg: Reg, regs: &Regs) -> Result<u64, Stop> {
 /// is the CFA. Requires the CFA strictly above `regs.sp` and 8-byte
 /// aligned, so an `Ok` result always moves the stack up. An undefined FP
 /// becomes 0. The returned PC may be 0 (end of stack; the walker stops).
+#[inline(always)]
 pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
     if row.outermost {
         return Err(Stop::Outermost);
@@ -120,6 +121,7 @@ struct Amd64;
 impl Arch for Amd64 {
     const ENTRY_ROW: Row = ENTRY_ROW;
 
+    #[inline(always)]
     fn step(row: &Row, regs: &Regs, _topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_amd64(row, regs, mem)
     }

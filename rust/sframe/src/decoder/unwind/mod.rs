@@ -332,6 +332,7 @@ fn word_at(bytes: &[u8], at: usize) -> Result<u64, Stop> {
 /// each other, as a frame record or registers pushed together are: a
 /// user-memory read costs far more than the bytes it moves, and the walk's
 /// budget is charged per read.
+#[inline]
 pub(super) fn recover_ra_fp(
     row: &Row,
     cfa: u64,
@@ -360,6 +361,11 @@ pub(super) fn recover_ra_fp(
             return Ok((Some(word_at(bytes, at(ra))?), Some(word_at(bytes, at(fp))?)));
         }
     }
+    // The common row of a frame that keeps the caller's frame pointer in
+    // its register, evaluated as `recover` would, without its generality.
+    if let (RegRule::AtCfa(ra), RegRule::Unchanged, Some(fp)) = (row.ra, row.fp, fp_now) {
+        return Ok((Some(load(mem, offset_addr(cfa, ra)?)?), Some(fp)));
+    }
     let Some(ra) = recover(row.ra, cfa, reg_value, ra_now, mem)? else {
         return Ok((None, None));
     };
@@ -368,6 +374,7 @@ pub(super) fn recover_ra_fp(
 
 /// The CFA a row gives: the base register's value plus the offset,
 /// loaded from there when the rule dereferences.
+#[inline]
 pub(super) fn cfa_of(
     row: &Row,
     reg_value: impl Fn(Reg) -> Result<u64, Stop>,
