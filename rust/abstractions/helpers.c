@@ -128,27 +128,45 @@ void sframe_user_window_close(void)
 
 /*
  * Reads @len bytes at user address @addr into @dst, inside the window:
- * only a user range, whole words with __get_user() as perf's walk reads a
- * frame (a frame record, a saved return address), anything else with
- * __copy_from_user_inatomic().  Never faults a page in.  Returns the bytes
- * not read: all of them if any word faults.
+ * only a user range, never faulting a page in.  Returns the bytes not
+ * read.
  */
 unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned long len)
 {
-	const u64 __user *src = (const u64 __user *)addr;
-	unsigned long i;
+	const void __user *src = (const void __user *)addr;
 
 	if (!access_ok(src, len))
 		return len;
-	if (len % sizeof(u64) || len > 4 * sizeof(u64))
-		return __copy_from_user_inatomic(dst, src, len);
-	for (i = 0; i < len / sizeof(u64); i++) {
-		u64 word;
+	return __copy_from_user_inatomic(dst, src, len);
+}
 
-		if (__get_user(word, src + i))
-			return len;
-		memcpy(dst + i * sizeof(u64), &word, sizeof(u64));
-	}
+/*
+ * The word at user address @addr into @word, inside the window: with
+ * __get_user().  Returns 0, or -EFAULT if it is not readable.
+ */
+int sframe_read_user_word(unsigned long addr, u64 *word)
+{
+	const u64 __user *p = (const u64 __user *)addr;
+
+	if (!access_ok(p, sizeof(u64)))
+		return -EFAULT;
+	return __get_user(*word, p) ? -EFAULT : 0;
+}
+
+/*
+ * The words at user addresses @a and @b into @words[0] and @words[1],
+ * inside the window: with __get_user(), as perf's own walk reads a frame
+ * record.  Returns 0, or -EFAULT if either is not readable.
+ */
+int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words)
+{
+	const u64 __user *pa = (const u64 __user *)a;
+	const u64 __user *pb = (const u64 __user *)b;
+
+	if (!access_ok(pa, sizeof(u64)) || !access_ok(pb, sizeof(u64)))
+		return -EFAULT;
+	if (__get_user(words[0], pa) || __get_user(words[1], pb))
+		return -EFAULT;
 	return 0;
 }
 

@@ -80,10 +80,41 @@ pub(crate) struct NmiUserMemory<'w> {
     window: &'w UserWindow,
 }
 
-impl Memory for NmiUserMemory<'_> {
-    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+impl NmiUserMemory<'_> {
+    /// The word at `addr` through [`Memory::read`], which checks the
+    /// window again for every read.
+    fn checked_word(&mut self, addr: u64) -> Option<u64> {
         let mut word = [0u8; 8];
         self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
+    }
+}
+
+impl Memory for NmiUserMemory<'_> {
+    fn read_u64(&mut self, addr: u64) -> Option<u64> {
+        if !self.window.okay {
+            return self.checked_word(addr);
+        }
+        let addr = usize::try_from(addr).ok()?;
+        let mut word = 0u64;
+        // SAFETY: `word` is writable. The helper reads only a user address
+        // (`access_ok()`) and does not sleep: page faults are disabled
+        // while `self.window` is open, and it said plain reads may go
+        // ahead.
+        let err = unsafe { ffi::sframe_read_user_word(addr, &mut word) };
+        (err == 0).then_some(word)
+    }
+
+    /// The two words with `__get_user()`, as perf's own walk reads a frame
+    /// record: cheaper than a copy of the bytes between them.
+    fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
+        if !self.window.okay {
+            return Some((self.checked_word(a)?, self.checked_word(b)?));
+        }
+        let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
+        let mut words = [0u64; 2];
+        // SAFETY: `words` is writable for two words; as for `read_u64`.
+        let err = unsafe { ffi::sframe_read_user_words(a, b, words.as_mut_ptr()) };
+        (err == 0).then_some((words[0], words[1]))
     }
 
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {

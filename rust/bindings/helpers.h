@@ -34,6 +34,8 @@ bool sframe_user_window_open(unsigned long probe);
 void sframe_user_window_close(void);
 unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned long len);
 unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len);
+int sframe_read_user_word(unsigned long addr, u64 *word);
+int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words);
 unsigned long sframe_task_size_max(void);
 
 /* ratelimit_state_init() with the interval in milliseconds. */

@@ -40,6 +40,33 @@ pub trait Memory {
     fn read_u64(&mut self, addr: u64) -> Option<u64>;
     /// Fills `buf` from `addr`; `false` if any byte is unreadable.
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool;
+
+    /// The little-endian words at `a` and `b`, which lie within
+    /// [`PAIR_SPAN`] bytes (`|a - b| + 8 <= PAIR_SPAN`), or `None` if
+    /// either is unreadable: a return address and a frame pointer saved
+    /// together, as one read (the walk's budget charges one unit).
+    ///
+    /// The default reads the bytes from the lower word to the end of the
+    /// higher one with [`Memory::read`]; a reader whose reads cost more
+    /// per call than per byte keeps it, one that reads words cheaply (the
+    /// kernel's sample path) reads the two words.
+    fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
+        let lo = a.min(b);
+        let span = usize::try_from(a.max(b).wrapping_sub(lo))
+            .ok()?
+            .checked_add(8)?;
+        let mut buf = [0u8; PAIR_SPAN];
+        let bytes = buf.get_mut(..span)?;
+        if !self.read(lo, bytes) {
+            return None;
+        }
+        let word = |addr: u64| {
+            let at = usize::try_from(addr.wrapping_sub(lo)).ok()?;
+            let w = bytes.get(at..at.checked_add(8)?)?;
+            Some(u64::from_le_bytes(<[u8; 8]>::try_from(w).ok()?))
+        };
+        Some((word(a)?, word(b)?))
+    }
 }
 
 /// Finds unwind rows for PCs.
@@ -292,6 +319,13 @@ impl<M: Memory> Memory for Metered<'_, M> {
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
         self.budget.charge(1) && self.mem.read(addr, buf)
     }
+
+    fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
+        if !self.budget.charge(1) {
+            return None;
+        }
+        self.mem.read_pair(a, b)
+    }
 }
 
 /// Evaluates an RA or FP rule; `Ok(None)` for an undefined value.
@@ -313,18 +347,10 @@ pub(super) fn recover(
     }))
 }
 
-/// The most bytes one read fetches for a return address and a frame
-/// pointer saved near each other.
-const PAIR_SPAN: usize = 32;
-
-/// The little-endian word at byte `at` of `bytes`.
-fn word_at(bytes: &[u8], at: usize) -> Result<u64, Stop> {
-    bytes
-        .get(at..at.wrapping_add(8))
-        .and_then(|w| <[u8; 8]>::try_from(w).ok())
-        .map(u64::from_le_bytes)
-        .ok_or(Stop::ReadFault)
-}
+/// The most bytes apart (from the first byte of one to the last of the
+/// other) a return address and a frame pointer may be saved for
+/// [`Memory::read_pair`] to read them together.
+pub const PAIR_SPAN: usize = 32;
 
 /// The RA and FP rules of `row` evaluated as [`recover`] evaluates each,
 /// RA first (an undefined RA leaves FP unread: `(None, None)`), but with
@@ -342,23 +368,13 @@ pub(super) fn recover_ra_fp(
     mem: &mut impl Memory,
 ) -> Result<(Option<u64>, Option<u64>), Stop> {
     if let (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) = (row.ra, row.fp) {
-        let lo = ra.min(fp);
         // Two `i32`s: their difference fits an `i64`.
-        let span = i64::from(ra.max(fp)) - i64::from(lo) + 8;
+        let span = i64::from(ra.max(fp)) - i64::from(ra.min(fp)) + 8;
         if ra != fp && span <= PAIR_SPAN as i64 {
-            let base = offset_addr(cfa, lo)?;
-            let mut buf = [0u8; PAIR_SPAN];
-            let bytes = usize::try_from(span)
-                .ok()
-                .and_then(|n| buf.get_mut(..n))
+            let (ra, fp) = mem
+                .read_pair(offset_addr(cfa, ra)?, offset_addr(cfa, fp)?)
                 .ok_or(Stop::ReadFault)?;
-            if !mem.read(base, bytes) {
-                return Err(Stop::ReadFault);
-            }
-            // Both offsets lie in `lo..=lo + span - 8`.
-            let at =
-                |off: i32| usize::try_from(i64::from(off) - i64::from(lo)).unwrap_or(usize::MAX);
-            return Ok((Some(word_at(bytes, at(ra))?), Some(word_at(bytes, at(fp))?)));
+            return Ok((Some(ra), Some(fp)));
         }
     }
     // The common row of a frame that keeps the caller's frame pointer in
@@ -406,15 +422,14 @@ pub(super) fn step_frame_record(regs: &Regs, mem: &mut impl Memory) -> Result<Re
         return Err(Stop::CfaNotIncreasing);
     }
     let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
-    // The record, `{saved FP, RA}`, in one read.
-    let mut record = [0u8; 16];
-    if !mem.read(fp, &mut record) {
-        return Err(Stop::ReadFault);
-    }
+    // The record, `{saved FP, RA}`, in one read; `fp + 16` did not wrap.
+    let (saved_fp, ra) = mem
+        .read_pair(fp, fp.wrapping_add(8))
+        .ok_or(Stop::ReadFault)?;
     Ok(Regs {
-        pc: word_at(&record, 8)?,
+        pc: ra,
         sp,
-        fp: word_at(&record, 0)?,
+        fp: saved_fp,
         lr: 0,
     })
 }
