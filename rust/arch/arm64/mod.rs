@@ -54,4 +54,3 @@ pub(crate) const LR_CALLER_IN_CHAIN: bool = false;
 /// `ftrace_regs` hold the argument registers and the PC, which is all
 /// that needs (`SAVE_REGS` is refused there, as for arm64's livepatch).
 pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
-

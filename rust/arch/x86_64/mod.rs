@@ -21,9 +21,9 @@ pub(crate) use regs::{
     UserRegs, //
 };
 
-use crate::{
-    sframe::Abi, //
-};
+#[cfg(not(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS))]
+use crate::abstractions::ffi;
+use crate::sframe::Abi;
 
 /// The ABI of the sections this architecture unwinds with.
 pub(crate) const SFRAME_ABI: Abi = Abi::Amd64Le;
@@ -47,4 +47,3 @@ pub(crate) const LR_CALLER_IN_CHAIN: bool = true;
 pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
 #[cfg(not(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS))]
 pub(crate) const FTRACE_OPS_FLAGS: u32 = ffi::FTRACE_OPS_FL_SAVE_REGS;
-
