@@ -83,6 +83,7 @@ pub(crate) struct NmiUserMemory<'w> {
 impl NmiUserMemory<'_> {
     /// The word at `addr` through [`Memory::read`], which checks the
     /// window again for every read.
+    #[cold]
     fn checked_word(&mut self, addr: u64) -> Option<u64> {
         let mut word = [0u8; 8];
         self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
@@ -90,6 +91,7 @@ impl NmiUserMemory<'_> {
 }
 
 impl Memory for NmiUserMemory<'_> {
+    #[inline(always)]
     fn read_u64(&mut self, addr: u64) -> Option<u64> {
         if !self.window.okay {
             return self.checked_word(addr);
@@ -106,6 +108,7 @@ impl Memory for NmiUserMemory<'_> {
 
     /// The two words with `__get_user()`, as perf's own walk reads a frame
     /// record: cheaper than a copy of the bytes between them.
+    #[inline(always)]
     fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
         if !self.window.okay {
             return Some((self.checked_word(a)?, self.checked_word(b)?));

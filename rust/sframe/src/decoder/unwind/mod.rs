@@ -309,6 +309,7 @@ struct Metered<'m, M> {
 }
 
 impl<M: Memory> Memory for Metered<'_, M> {
+    #[inline(always)]
     fn read_u64(&mut self, addr: u64) -> Option<u64> {
         if !self.budget.charge(1) {
             return None;
@@ -316,10 +317,12 @@ impl<M: Memory> Memory for Metered<'_, M> {
         self.mem.read_u64(addr)
     }
 
+    #[inline(always)]
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
         self.budget.charge(1) && self.mem.read(addr, buf)
     }
 
+    #[inline(always)]
     fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
         if !self.budget.charge(1) {
             return None;
@@ -358,7 +361,7 @@ pub const PAIR_SPAN: usize = 32;
 /// each other, as a frame record or registers pushed together are: a
 /// user-memory read costs far more than the bytes it moves, and the walk's
 /// budget is charged per read.
-#[inline]
+#[inline(always)]
 pub(super) fn recover_ra_fp(
     row: &Row,
     cfa: u64,
@@ -390,7 +393,7 @@ pub(super) fn recover_ra_fp(
 
 /// The CFA a row gives: the base register's value plus the offset,
 /// loaded from there when the rule dereferences.
-#[inline]
+#[inline(always)]
 pub(super) fn cfa_of(
     row: &Row,
     reg_value: impl Fn(Reg) -> Result<u64, Stop>,
