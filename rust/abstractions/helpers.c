@@ -103,20 +103,14 @@ void sframe_might_fault(void)
  * The sample path's window on user memory (rust/abstractions/user_mem.rs):
  * page faults stay disabled from open to close, as around perf's own
  * frame-pointer walk.  Open says whether user memory may be read with the
- * plain reads below: on x86-64 an NMI may land while the CPU switches mm,
- * which nmi_uaccess_okay() tells, but it is kept from modules;
- * copy_from_user_nmi() checks it, so a one-byte read at @probe (the user
- * SP, resident in the task being sampled) answers.  Where it fails, the
- * walk reads through sframe_read_user_checked(), as before the window.
+ * plain reads below (the architecture's answer, for a walk whose user SP
+ * is @probe); where not, the walk reads through
+ * sframe_read_user_checked(), which checks again for every read.
  */
 bool sframe_user_window_open(unsigned long probe)
 {
-#ifdef CONFIG_X86_64
-	u8 byte;
-	bool okay = !copy_from_user_nmi(&byte, (const void __user *)probe, 1);
-#else
-	bool okay = true;
-#endif
+	bool okay = sframe_arch_user_access_okay(probe);
+
 	pagefault_disable();
 	return okay;
 }
@@ -168,20 +162,6 @@ int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words)
 	if (__get_user(words[0], pa) || __get_user(words[1], pb))
 		return -EFAULT;
 	return 0;
-}
-
-/*
- * Reads as sframe_read_user_inatomic() where the window could not say that
- * user memory may be read: on x86-64 with copy_from_user_nmi(), which
- * checks nmi_uaccess_okay() for every read.
- */
-unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len)
-{
-#ifdef CONFIG_X86_64
-	return copy_from_user_nmi(dst, (const void __user *)addr, len);
-#else
-	return sframe_read_user_inatomic(dst, addr, len);
-#endif
 }
 
 /*

@@ -33,7 +33,6 @@ void sframe_might_fault(void);
 bool sframe_user_window_open(unsigned long probe);
 void sframe_user_window_close(void);
 unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned long len);
-unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len);
 int sframe_read_user_word(unsigned long addr, u64 *word);
 int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words);
 unsigned long sframe_task_size_max(void);
@@ -110,6 +109,8 @@ void sframe_on_exit_mmap(struct mm_struct *mm);
 void sframe_on_maintenance(void);
 
 /* The architecture's own (rust/arch/<arch>/helpers.c). */
+bool sframe_arch_user_access_okay(unsigned long probe);
+unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len);
 #ifdef CONFIG_X86_64
 bool sframe_user_64bit_mode(struct pt_regs *regs);
 bool sframe_regs_vm86(struct pt_regs *regs);

@@ -39,3 +39,19 @@ unsigned long sframe_strip_user_pac(unsigned long addr)
 {
 	return ptrauth_strip_user_insn_pac(addr);
 }
+
+/*
+ * nmi_uaccess_okay() is x86's alone: here the current task's user memory
+ * may always be read from perf's interrupt, as arm64's own user stack
+ * walk reads it.
+ */
+bool sframe_arch_user_access_okay(unsigned long probe)
+{
+	return true;
+}
+
+/* Never reached: the window always allows plain reads here. */
+unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len)
+{
+	return sframe_read_user_inatomic(dst, addr, len);
+}

@@ -7,6 +7,7 @@
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 #include <linux/thread_info.h>
+#include <linux/uaccess.h>
 
 #include "../../bindings/helpers.h"
 
@@ -30,4 +31,24 @@ bool sframe_regs_vm86(struct pt_regs *regs)
 bool sframe_current_addr32(void)
 {
 	return test_thread_flag(TIF_ADDR32);
+}
+
+/*
+ * Whether plain user reads may go ahead in this walk: an NMI may land
+ * while the CPU switches mm, which nmi_uaccess_okay() tells, but x86 keeps
+ * it from modules.  copy_from_user_nmi() checks it: a one-byte read at
+ * @probe, the user SP of the task being sampled, answers (a page that is
+ * not resident there only sends the walk to the checked reads).
+ */
+bool sframe_arch_user_access_okay(unsigned long probe)
+{
+	u8 byte;
+
+	return !copy_from_user_nmi(&byte, (const void __user *)probe, 1);
+}
+
+/* A read that checks nmi_uaccess_okay() itself.  Returns the bytes not read. */
+unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len)
+{
+	return copy_from_user_nmi(dst, (const void __user *)addr, len);
 }
