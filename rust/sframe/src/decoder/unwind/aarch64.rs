@@ -20,10 +20,8 @@
 //!   hardware's SP alignment).
 
 use super::super::{CfaRule, Reg, RegRule, Row};
-use super::{
-    cfa_of, load, recover_ra_fp, walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop,
-    WalkLimits, Walked,
-};
+use super::rules::{cfa_of, load, recover_ra_fp};
+use super::{walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits, Walked};
 
 /// The AArch64 rule at a function's first instruction: the return
 /// address is in the link register, CFA = SP, FP untouched.

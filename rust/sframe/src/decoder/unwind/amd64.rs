@@ -5,10 +5,8 @@
 //! signal trampoline with the `ucontext` at SP.
 
 use super::super::{CfaRule, Reg, RegRule, Row};
-use super::{
-    cfa_of, load, recover_ra_fp, walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop,
-    WalkLimits, Walked,
-};
+use super::rules::{cfa_of, load, recover_ra_fp};
+use super::{walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits, Walked};
 
 /// The x86-64 rule at a function's first instruction: the return address
 /// is at SP, so CFA = SP + 8, RA at CFA - 8, FP untouched.

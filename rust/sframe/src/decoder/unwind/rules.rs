@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Evaluating a row's rules: the CFA, the saved return address and frame
+//! pointer (a pair of them in one read), and the frame-pointer step both
+//! ABIs share.
+
+use super::super::{Reg, RegRule, Row};
+use super::{Memory, Regs, Stop};
+
+pub(super) fn offset_addr(base: u64, offset: i32) -> Result<u64, Stop> {
+    base.checked_add_signed(i64::from(offset))
+        .ok_or(Stop::ReadFault)
+}
+
+pub(super) fn load(mem: &mut impl Memory, addr: u64) -> Result<u64, Stop> {
+    mem.read_u64(addr).ok_or(Stop::ReadFault)
+}
+
+/// Evaluates an RA or FP rule; `Ok(None)` for an undefined value.
+/// `reg_value` gives a register's value for this frame.
+pub(super) fn recover(
+    rule: RegRule,
+    cfa: u64,
+    reg_value: impl Fn(Reg) -> Result<u64, Stop>,
+    current: Option<u64>,
+    mem: &mut impl Memory,
+) -> Result<Option<u64>, Stop> {
+    Ok(Some(match rule {
+        RegRule::Undefined => return Ok(None),
+        RegRule::Unchanged => current.ok_or(Stop::Unsupported)?,
+        RegRule::AtCfa(off) => load(mem, offset_addr(cfa, off)?)?,
+        RegRule::InReg(reg) => reg_value(reg)?,
+        RegRule::AtReg { reg, offset } => load(mem, offset_addr(reg_value(reg)?, offset)?)?,
+        RegRule::ValReg { reg, offset } => offset_addr(reg_value(reg)?, offset)?,
+    }))
+}
+
+/// The most bytes apart (from the first byte of one to the last of the
+/// other) a return address and a frame pointer may be saved for
+/// [`Memory::read_pair`] to read them together.
+pub const PAIR_SPAN: usize = 32;
+
+/// The RA and FP rules of `row` evaluated as [`recover`] evaluates each,
+/// RA first (an undefined RA leaves FP unread: `(None, None)`), but with
+/// one read when both are saved at the CFA within [`PAIR_SPAN`] bytes of
+/// each other, as a frame record or registers pushed together are: a
+/// user-memory read costs far more than the bytes it moves, and the walk's
+/// budget is charged per read.
+#[inline(always)]
+pub(super) fn recover_ra_fp(
+    row: &Row,
+    cfa: u64,
+    reg_value: impl Fn(Reg) -> Result<u64, Stop> + Copy,
+    ra_now: Option<u64>,
+    fp_now: Option<u64>,
+    mem: &mut impl Memory,
+) -> Result<(Option<u64>, Option<u64>), Stop> {
+    if let (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) = (row.ra, row.fp) {
+        // Two `i32`s: their difference fits an `i64`.
+        let span = i64::from(ra.max(fp)) - i64::from(ra.min(fp)) + 8;
+        if ra != fp && span <= PAIR_SPAN as i64 {
+            let (ra, fp) = mem
+                .read_pair(offset_addr(cfa, ra)?, offset_addr(cfa, fp)?)
+                .ok_or(Stop::ReadFault)?;
+            return Ok((Some(ra), Some(fp)));
+        }
+    }
+    // The common row of a frame that keeps the caller's frame pointer in
+    // its register, evaluated as `recover` would, without its generality.
+    if let (RegRule::AtCfa(ra), RegRule::Unchanged, Some(fp)) = (row.ra, row.fp, fp_now) {
+        return Ok((Some(load(mem, offset_addr(cfa, ra)?)?), Some(fp)));
+    }
+    let Some(ra) = recover(row.ra, cfa, reg_value, ra_now, mem)? else {
+        return Ok((None, None));
+    };
+    Ok((Some(ra), recover(row.fp, cfa, reg_value, fp_now, mem)?))
+}
+
+/// The CFA a row gives: the base register's value plus the offset,
+/// loaded from there when the rule dereferences.
+#[inline(always)]
+pub(super) fn cfa_of(
+    row: &Row,
+    reg_value: impl Fn(Reg) -> Result<u64, Stop>,
+    mem: &mut impl Memory,
+) -> Result<u64, Stop> {
+    let cfa = reg_value(row.cfa.base)?
+        .checked_add_signed(i64::from(row.cfa.offset))
+        .ok_or(Stop::CfaNotIncreasing)?;
+    if row.cfa.deref {
+        load(mem, cfa)
+    } else {
+        Ok(cfa)
+    }
+}
+
+/// One frame-pointer step: the saved FP at FP, the return address at
+/// FP + 8, the caller's SP taken as FP + 16 (exact on x86-64, where the
+/// record is pushed right after the call; the least it can be on AArch64,
+/// where the record may sit anywhere in the frame).
+pub(super) fn step_frame_record(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    let fp = regs.fp;
+    if fp == 0 {
+        return Err(Stop::NoCoverage);
+    }
+    if fp & 7 != 0 {
+        return Err(Stop::Misaligned);
+    }
+    if fp < regs.sp {
+        return Err(Stop::CfaNotIncreasing);
+    }
+    let sp = fp.checked_add(16).ok_or(Stop::CfaNotIncreasing)?;
+    // The record, `{saved FP, RA}`, in one read; `fp + 16` did not wrap.
+    let (saved_fp, ra) = mem
+        .read_pair(fp, fp.wrapping_add(8))
+        .ok_or(Stop::ReadFault)?;
+    Ok(Regs {
+        pc: ra,
+        sp,
+        fp: saved_fp,
+        lr: 0,
+    })
+}
