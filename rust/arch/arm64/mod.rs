@@ -26,10 +26,7 @@ pub(crate) use regs::{
     UserRegs, //
 };
 
-use crate::{
-    abstractions::ffi,
-    sframe::Abi, //
-};
+use crate::sframe::Abi;
 
 /// The ABI of the sections this architecture unwinds with.
 pub(crate) const SFRAME_ABI: Abi = Abi::Aarch64Le;
