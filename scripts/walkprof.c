@@ -18,7 +18,9 @@
  *   -plugin walkprof.so,start=ADDR,end_lo=ADDR,end_hi=ADDR,marker=ADDR,out=FILE
  *
  * OUT, per phase: "phase N windows W instructions I", then one
- * "PC INSTRUCTIONS-PER-BLOCK EXECUTIONS" line per block, then "end".
+ * "PC INSTRUCTIONS-PER-BLOCK EXECUTIONS" line per block, then
+ * "walks I1 I2 ...", the instructions of each window in order (a window
+ * still open at the marker counts to there), then "end".
  * Single-threaded TCG (scripts/guest-run's default): no locking.
  *
  * Built against the running QEMU's plugin API header (qemu-plugin.h from
@@ -49,10 +51,30 @@ static FILE *out;
 static struct block *blocks;
 static bool inside;
 static uint64_t windows, instructions, phase;
+/* The instructions of each window of the phase, and of the open one. */
+static uint64_t *walks, nwalks, walks_cap, current;
+
+static void close_window(void)
+{
+	uint64_t *more;
+
+	if (!inside)
+		return;
+	inside = false;
+	if (nwalks == walks_cap) {
+		more = realloc(walks, (walks_cap ? 2 * walks_cap : 1024) * sizeof(*walks));
+		if (!more)
+			return;
+		walks = more;
+		walks_cap = walks_cap ? 2 * walks_cap : 1024;
+	}
+	walks[nwalks++] = current;
+}
 
 static void dump_phase(void)
 {
 	struct block *b;
+	uint64_t i;
 
 	phase++;
 	if (windows) {
@@ -62,12 +84,15 @@ static void dump_phase(void)
 			if (b->count)
 				fprintf(out, "%" PRIx64 " %" PRIu64 " %" PRIu64 "\n", b->pc, b->insns,
 					b->count);
-		fprintf(out, "end\n");
+		fprintf(out, "walks");
+		for (i = 0; i < nwalks; i++)
+			fprintf(out, " %" PRIu64, walks[i]);
+		fprintf(out, "\nend\n");
 		fflush(out);
 	}
 	for (b = blocks; b; b = b->next)
 		b->count = 0;
-	windows = instructions = 0;
+	windows = instructions = nwalks = 0;
 }
 
 static void exec_block(unsigned int vcpu, void *udata)
@@ -76,18 +101,21 @@ static void exec_block(unsigned int vcpu, void *udata)
 
 	(void)vcpu;
 	if (b->pc == start) {
-		if (!inside)
+		if (!inside) {
 			windows++;
+			current = 0;
+		}
 		inside = true;
 	} else if (b->pc >= end_lo && b->pc < end_hi) {
-		inside = false;
+		close_window();
 	} else if (b->pc == marker) {
-		inside = false;
+		close_window();
 		dump_phase();
 	}
 	if (inside) {
 		b->count++;
 		instructions += b->insns;
+		current += b->insns;
 	}
 }
 

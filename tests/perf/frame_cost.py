@@ -79,16 +79,19 @@ def load_kallsyms(path):
 
 def load_walkprof(path, syms):
     """The phases of scripts/walkprof.c's output: (walks, instructions,
-    {function: instructions}, {function: calls}) each, blocks named by the
-    function they start in; a call is an execution of a function's first
-    block."""
+    {function: instructions}, {function: calls}, [instructions of each
+    walk]) each, blocks named by the function they start in; a call is an
+    execution of a function's first block."""
     addrs = [a for a, _ in syms]
     phases, cur = [], None
     with open(path) as f:
         for line in f:
             parts = line.split()
             if parts and parts[0] == "phase":
-                cur = (int(parts[3]), int(parts[5]), collections.Counter(), collections.Counter())
+                cur = (int(parts[3]), int(parts[5]), collections.Counter(), collections.Counter(),
+                       [])
+            elif parts and parts[0] == "walks" and cur:
+                cur[4].extend(int(x) for x in parts[1:])
             elif parts == ["end"] and cur:
                 phases.append(cur)
                 cur = None
@@ -125,6 +128,42 @@ def component(name):
         if re.search(pattern, name):
             return comp
     return "other"
+
+
+# The phases the guest profiles, in order (scripts/bench-frame-cost): the
+# deepest walk-cost run, then a second of sframe-workload (every phase) at
+# -F 1000, on the stock kernel (-fp builds), then with the module (no-FP
+# builds).
+PROFILED = [
+    "perf's own walk, walk-cost-fp (100 frames)",
+    "perf's own walk, sframe-workload-fp (-F 1000)",
+    "the module's SFrame walk, walk-cost (100 frames)",
+    "the module's SFrame walk, sframe-workload (-F 1000)",
+]
+
+
+def percentile(values, q):
+    """The nearest-rank `q` percentile of `values` (sorted)."""
+    return values[min(len(values) - 1, max(0, -(-q * len(values) // 100) - 1))]
+
+
+def print_percentiles(d, phases):
+    """Instructions per walk, p50, p99 and max, of each profiled phase."""
+    print("Instructions per walk in the kernel (every instruction inside perf_callchain_user(), "
+          "scripts/walkprof.c)")
+    print()
+    print(f"  {'walks':<52}{'walks':>7}{'p50':>9}{'p99':>9}{'max':>9}{'p99/p50':>9}")
+    rows = []
+    for name, phase in zip(PROFILED, phases):
+        walks = sorted(phase[4])
+        if not walks:
+            continue
+        p50, p99 = percentile(walks, 50), percentile(walks, 99)
+        print(f"  {name:<52}{len(walks):7d}{p50:9d}{p99:9d}{walks[-1]:9d}{p99 / max(p50, 1):8.2f}x")
+        rows.append([name, str(p50), str(p99), str(walks[-1])])
+    print()
+    write_csv(d, "walk-percentiles", "Instructions per walk: p50, p99, max (-icount)",
+              "instructions per walk", ["walks", "p50", "p99", "max"], rows)
 
 
 def main():
@@ -178,9 +217,13 @@ def main():
     if not (os.path.exists(syms_path) and os.path.exists(prof_path)):
         return 0
     phases = load_walkprof(prof_path, load_kallsyms(syms_path))
+    if len(phases) != len(PROFILED):
+        print(f"walkprof.txt has {len(phases)} phases, not {len(PROFILED)}: no profile")
+        return 1
+    print_percentiles(d, phases)
     frames = v.get(("stats.profile", "frames_sample"))
-    for (key, name), phase in zip((VARIANTS[0], VARIANTS[3]), phases):
-        walks, total, by_fn, calls = phase
+    for (key, name), phase in zip((VARIANTS[0], VARIANTS[3]), phases[::2]):
+        walks, total, by_fn, calls, _ = phase
         per_walk = total / max(walks, 1)
         print(f"Where {name}'s instructions go ({hi} frames deep; every instruction inside")
         print(f"perf_callchain_user() counted by scripts/walkprof.c): {walks} walks, "
