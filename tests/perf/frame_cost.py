@@ -57,8 +57,8 @@ def short_name(name):
 
 
 def load_kallsyms(path):
-    """Sorted (address, name) pairs of the guest's /proc/kallsyms, Rust
-    names demangled (binutils' c++filt reads Rust's v0 mangling)."""
+    """Sorted (address, name, raw name) of the guest's /proc/kallsyms,
+    Rust names demangled (binutils' c++filt reads Rust's v0 mangling)."""
     syms = []
     with open(path) as f:
         for line in f:
@@ -72,7 +72,7 @@ def load_kallsyms(path):
         names = dict(zip(rust, out)) if len(out) == len(rust) else {}
     except (OSError, subprocess.CalledProcessError):
         names = {}
-    syms = [(a, short_name(names.get(n, n))) for a, n in syms]
+    syms = [(a, short_name(names.get(n, n)), n) for a, n in syms]
     syms.sort()
     return syms
 
@@ -80,16 +80,17 @@ def load_kallsyms(path):
 def load_walkprof(path, syms):
     """The phases of scripts/walkprof.c's output: (walks, instructions,
     {function: instructions}, {function: calls}, [instructions of each
-    walk]) each, blocks named by the function they start in; a call is an
-    execution of a function's first block."""
-    addrs = [a for a, _ in syms]
+    walk], [(pc, instructions, executions) of each block]) each, blocks
+    named by the function they start in; a call is an execution of a
+    function's first block."""
+    addrs = [a for a, _, _ in syms]
     phases, cur = [], None
     with open(path) as f:
         for line in f:
             parts = line.split()
             if parts and parts[0] == "phase":
                 cur = (int(parts[3]), int(parts[5]), collections.Counter(), collections.Counter(),
-                       [])
+                       [], [])
             elif parts and parts[0] == "walks" and cur:
                 cur[4].extend(int(x) for x in parts[1:])
             elif parts == ["end"] and cur:
@@ -102,25 +103,43 @@ def load_walkprof(path, syms):
                 cur[2][name] += insns * count
                 if i >= 0 and syms[i][0] == pc:
                     cur[3][name] += count
+                cur[5].append((pc, insns, count))
     return phases
 
 
-# What a function is for, by its name (first match wins).
+# What a function is for, by its name (first match wins): for the
+# kernel's functions, and the module's where its .ko has no line tables.
 COMPONENTS = [
     ("ftrace hook (trampoline, callback, redirect)", r"ftrace|accept|_shim$|regs_|sframe_current|sframe_user"),
-    ("user reads (copy_from_user_nmi)", r"copy_from_user|copy_user|rep_movs|__get_user|user_mem|"
-                                        r"nmi_uaccess|fault|extable|exception|irqentry|error_|bad_area|"
-                                        r"bsearch|cmp_ex|restore_regs|iret"),
+    ("user reads", r"copy_from_user|copy_user|rep_movs|__get_user|user_mem|sframe_read_user|"
+                   r"nmi_uaccess|fault|extable|exception|irqentry|error_|bad_area|"
+                   r"bsearch|cmp_ex|restore_regs|iret"),
     ("lockdep and RCU checks", r"rcu|lock|lockdep|held|mark_|hardirqs"),
-    ("per-mm tree (maple tree)", r"maple|mas_|mtree|mm_has_sections"),
-    # The row table's lookup is inlined into WalkRows::find_row.
-    ("row lookup (cached section, row table, decoder)",
-     r"WalkRows|^lookup::|find_row|find_fde|search|fre|decode_row|index|table|"
-     r"Section::parse|header::Section"),
-    ("unwind steps (rules, checks, reads)", r"unwind::|step|recover|is_text|follows_call|strip"),
+    ("section lookup (per-mm tree, cached section)", r"maple|mas_|mtree|mm_has_sections|WalkRows::switch|"
+                                       r"Section::parse|with_table|with_index|AdoptedSet"),
+    ("row lookup (row table, decoder)",
+     r"WalkRows|^lookup::|find_row|find_fde|search|fre|decode_row|index|table"),
+    ("unwind step (rules, checks)", r"unwind::|step|recover|is_text|follows_call|strip"),
     ("counters and clock", r"counters|Tally|now_ns|ktime|sched_clock"),
     ("walk loop and callchain store", r"callchain_store|callchain_user|CallchainEntry"),
 ]
+
+# Where the module's instructions are, by the source file (and function)
+# its line tables give for each: the innermost of the module's own frames
+# of the inlining chain (the core library's are its callers' work).
+SOURCE_COMPONENTS = [
+    ("row lookup (row table, decoder)", r"rust/sframe/src/decoder/(table|lookup|index|fde|fre|"
+                                        r"header|budget|bytes)\.rs"),
+    ("section lookup (per-mm tree, cached section)", r"rust/registry/"),
+    ("unwind step (rules, checks)", r"rust/sframe/src/decoder/unwind/(rules|amd64|aarch64)\.rs|"
+                                    r"unwind_frame"),
+    ("walk loop (limits, span and CFA checks)", r"rust/sframe/src/decoder/unwind/mod\.rs"),
+    ("user reads", r"rust/abstractions/user_mem\.rs"),
+    ("counters and clock", r"rust/unwind/counters\.rs|fast_clock"),
+    ("walk loop and callchain store", r"rust/unwind/|rust/arch/"),
+]
+MODULE_FILE = re.compile(r"/rust/(sframe_unwind\.rs|(abstractions|arch|device|lifecycle|registry|"
+                         r"sframe|unwind)/)")
 
 
 def component(name):
@@ -128,6 +147,94 @@ def component(name):
         if re.search(pattern, name):
             return comp
     return "other"
+
+
+class ModuleLines:
+    """The module's instructions attributed to its sources: the .ko the
+    guest loaded (its copy in the run directory), built with line tables
+    (KRUSTFLAGS=-Cdebuginfo=line-tables-only, which changes no
+    instruction)."""
+
+    def __init__(self, ko):
+        self.ko_path = ko
+        self.where = {}
+        try:
+            nm = subprocess.run(["nm", ko], capture_output=True, text=True, check=True).stdout
+            dis = subprocess.run(["objdump", "-d", "--no-show-raw-insn", "-j", ".text", ko],
+                                 capture_output=True, text=True, check=True).stdout
+            heads = subprocess.run(["readelf", "-S", ko], capture_output=True, text=True,
+                                   check=True).stdout
+        except (OSError, subprocess.CalledProcessError):
+            self.ok = False
+            return
+        self.ok = ".debug_line" in heads
+        self.value = {}
+        for line in nm.splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[1] in "tT":
+                self.value[parts[2]] = int(parts[0], 16)
+        self.insns = sorted(int(m.group(1), 16) for m in
+                            re.finditer(r"^\s+([0-9a-f]+):", dis, re.M))
+
+    def offsets(self, pc, n, sym):
+        """The .ko offsets of the `n` instructions from `pc`, in the
+        module function `sym` (address, short name, raw name)."""
+        base = self.value.get(sym[2])
+        if base is None:
+            return []
+        i = bisect.bisect_left(self.insns, pc - sym[0] + base)
+        return self.insns[i:i + n]
+
+    def resolve(self, offsets):
+        """Each offset's component, from one addr2line run."""
+        todo = sorted(set(offsets) - set(self.where))
+        if not todo:
+            return
+        out = subprocess.run(["addr2line", "-e", self.ko_path, "-j", ".text", "-i", "-f", "-a"],
+                             input="\n".join(f"{o:#x}" for o in todo), capture_output=True,
+                             text=True).stdout.splitlines()
+        cur, chain = None, []
+        for line in out + ["0x0"]:
+            if re.fullmatch(r"0x[0-9a-f]+", line):
+                if cur is not None:
+                    self.where[cur] = self.classify(chain)
+                cur, chain = int(line, 16), []
+            else:
+                chain.append(line)
+
+    @staticmethod
+    def classify(chain):
+        """The component of an inlining chain (function, file:line pairs,
+        innermost first)."""
+        frames = list(zip(chain[0::2], chain[1::2]))
+        for func, place in frames:
+            if MODULE_FILE.search(place):
+                for comp, pattern in SOURCE_COMPONENTS:
+                    if re.search(pattern, place) or re.search(pattern, func):
+                        return comp
+                return "other"
+        return "other"
+
+
+def components(blocks, syms, lines):
+    """{component: instructions} of a phase's blocks: the module's by
+    their sources where `lines` can, the rest by function name."""
+    addrs = [a for a, _, _ in syms]
+    by_comp = collections.Counter()
+    split = []
+    for pc, n, count in blocks:
+        i = bisect.bisect_right(addrs, pc) - 1
+        sym = syms[i] if i >= 0 else (0, "?", "?")
+        offs = lines.offsets(pc, n, sym) if lines.ok and sym[2].startswith("_R") else []
+        if len(offs) == n:
+            split.append((offs, count))
+        else:
+            by_comp[component(sym[1])] += n * count
+    lines.resolve([o for offs, _ in split for o in offs])
+    for offs, count in split:
+        for o in offs:
+            by_comp[lines.where.get(o, "other")] += count
+    return by_comp
 
 
 # The phases the guest profiles, in order (scripts/bench-frame-cost): the
@@ -223,9 +330,15 @@ def main():
         print(f"walkprof.txt has {len(phases)} phases, not {len(PROFILED)}: no profile")
         return 1
     print_percentiles(d, phases)
+    syms = load_kallsyms(syms_path)
+    lines = ModuleLines(os.path.join(d, "sframe_unwind.ko"))
+    if not lines.ok:
+        print("(no line tables in the run's sframe_unwind.ko: the module's instructions "
+              "go by function name)")
+        print()
     frames = v.get(("stats.profile", "frames_sample"))
     for (key, name), phase in zip((VARIANTS[0], VARIANTS[3]), phases[0:4:2]):
-        walks, total, by_fn, calls, _ = phase
+        walks, total, by_fn, calls, _, blocks = phase
         per_walk = total / max(walks, 1)
         print(f"Where {name}'s instructions go ({hi} frames deep; every instruction inside")
         print(f"perf_callchain_user() counted by scripts/walkprof.c): {walks} walks, "
@@ -234,9 +347,7 @@ def main():
                if key == "sframe" and frames else ""))
         scale = (frames if key == "sframe" and frames else walks)
         unit = "per frame" if key == "sframe" and frames else "per walk"
-        by_comp = collections.Counter()
-        for fn, n in by_fn.items():
-            by_comp[component(fn)] += n
+        by_comp = components(blocks, syms, lines)
         rows = []
         for comp, n in by_comp.most_common():
             print(f"  {comp:<52} {n / scale:9.1f} {unit}  {100 * n / total:5.1f}%")
