@@ -109,8 +109,8 @@ fn main() -> Result<()> {
         .text_range()
         .map_err(|e| anyhow!("sframe: {e}"))?
         .ok_or_else(|| anyhow!("no FDEs"))?;
-    // The lookup index, built once, as the module is meant to at
-    // registration (it does not build one yet).
+    // The lookup index and the row table, built once, as the module builds
+    // them at registration.
     let mut words = vec![0u32; section.index_words().map_err(|e| anyhow!("index: {e}"))?];
     section
         .build_index(&mut words, &mut || {})
@@ -118,6 +118,18 @@ fn main() -> Result<()> {
     let indexed = section
         .with_index(&words)
         .map_err(|e| anyhow!("index: {e}"))?;
+    let mut table = vec![
+        0u32;
+        section
+            .table_words(&mut || {})
+            .map_err(|e| anyhow!("table: {e}"))?
+    ];
+    section
+        .build_table(&mut table, &mut || {})
+        .map_err(|e| anyhow!("table: {e}"))?;
+    let tabled = indexed
+        .with_table(&table)
+        .map_err(|e| anyhow!("table: {e}"))?;
     let version = match section.version() {
         sframe::Version::V2 => 2,
         sframe::Version::V3 => 3,
@@ -139,6 +151,17 @@ fn main() -> Result<()> {
     let eh_frame = eh_frame::Table::new(&sections);
 
     let mut contenders = vec![
+        Contender {
+            name: "sframe, row table (the module's)".to_string(),
+            lookup: Box::new(|pc| {
+                tabled
+                    .find_row(pc)
+                    .ok()
+                    .flatten()
+                    .map(|row| sframe_cfa(&row))
+            }),
+            gives_rows: true,
+        },
         Contender {
             name: "sframe (this project)".to_string(),
             lookup: Box::new(|pc| {
@@ -234,10 +257,11 @@ fn main() -> Result<()> {
     // section descriptor.
     let descriptor = std::mem::size_of::<sframe::Section<'_>>();
     let index = words.len() * 4;
-    let held = sections.sframe.len() + index + descriptor;
+    let rows = table.len() * 4;
+    let held = sections.sframe.len() + index + rows + descriptor;
     println!(
         "kernel memory per section: {} bytes copied + {index} bytes index ({:.2} per FDE) + \
-         {descriptor} bytes descriptor = {held} bytes, {:.3}x the section; \
+         {rows} bytes row table + {descriptor} bytes descriptor = {held} bytes, {:.3}x the section; \
          .eh_frame + .eh_frame_hdr: {} bytes",
         sections.sframe.len(),
         index as f64 / f64::from(section.num_fdes().max(1)),
