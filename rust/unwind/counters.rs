@@ -90,10 +90,14 @@ pub(crate) struct Tally {
 
 impl Tally {
     /// Counts one emitted frame.
+    ///
+    /// A walk has at most `u32::MAX` frames: the counts cannot wrap, and
+    /// the walk does not pay for overflow checks on every frame.
+    #[inline]
     pub(crate) fn frame(&mut self, source: FrameSource) {
-        self.frames += 1;
+        self.frames = self.frames.wrapping_add(1);
         if let Some(n) = source_counter(source).and_then(|i| self.by_slot.get_mut(i)) {
-            *n += 1;
+            *n = n.wrapping_add(1);
         }
     }
 
