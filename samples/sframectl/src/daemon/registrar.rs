@@ -99,7 +99,7 @@ impl Daemon {
                     // The time is the one `perf record -k CLOCK_MONOTONIC`
                     // stamps samples with.
                     let now = monotonic_ns();
-                    eprintln!(
+                    log!(
                         "sframectl daemon: process {pid}: registered {name}: text {:#x}-{:#x} at {}.{:09}",
                         text.start,
                         text.end,
@@ -116,19 +116,19 @@ impl Daemon {
             Report::Refused(name, _, err) => {
                 counters.sections_refused += 1;
                 if counters.sections_refused <= MAX_REFUSED_LOGGED {
-                    eprintln!(
+                    log!(
                         "sframectl daemon: process {pid}: {name}: the module refused its section: {err}"
                     );
                 }
             }
             Report::Generated(name, gen) if verbose => {
-                eprintln!("sframectl daemon: {name}: no .sframe: {gen}");
+                log!("sframectl daemon: {name}: no .sframe: {gen}");
             }
             Report::NotGenerated(name, err) if verbose => {
-                eprintln!("sframectl daemon: {name}: no .sframe, none generated: {err}");
+                log!("sframectl daemon: {name}: no .sframe, none generated: {err}");
             }
             Report::Skipped(name, why) if verbose => {
-                eprintln!("sframectl daemon: process {pid}: {name}: skipped: {why}");
+                log!("sframectl daemon: process {pid}: {name}: skipped: {why}");
             }
             _ => {}
         };
@@ -154,7 +154,7 @@ impl Daemon {
             Miss::Denied => self.counters.processes_denied += 1,
             Miss::Error(err) => {
                 self.counters.errors += 1;
-                eprintln!("sframectl daemon: process {pid}: {err}");
+                log!("sframectl daemon: process {pid}: {err}");
             }
         }
     }
@@ -165,7 +165,7 @@ impl Daemon {
             Ok(pids) => pids,
             Err(err) => {
                 self.counters.errors += 1;
-                eprintln!("sframectl daemon: {err:#}");
+                log!("sframectl daemon: {err:#}");
                 return;
             }
         };
