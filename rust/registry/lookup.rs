@@ -5,9 +5,12 @@
 //!
 //! This is all of the registry that `rust/unwind/` uses.  Contexts: any,
 //! NMI included: nothing here locks, sleeps, allocates or faults; the
-//! index and the per-mm trees are read under RCU only.
+//! index and the per-mm trees are read under RCU only.  A walk that may
+//! sleep between lookups keeps its current section's copy by a counted
+//! reference ([`SleepingWalkRows`]).
 
 use super::{
+    copy::SectionCopy,
     registry,
     section::Section,
     state::MmState, //
@@ -37,17 +40,6 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
     indexed(mm, &guard).is_some_and(|state| state.live.load(Ordering::Relaxed) != 0)
 }
 
-/// The unwind row for `pc` in `mm`, copied out.  Any context (NMI
-/// included), no lock; RCU is not held after the return.  For walks that
-/// may fault between lookups; [`with_walk_rows`] is cheaper where none does.
-pub(crate) fn find_row(
-    mm: *const bindings::mm_struct,
-    pc: u64,
-    budget: &mut sframe::Budget,
-) -> Option<sframe::Row> {
-    with_walk_rows(mm, |rows| rows.find_row(pc, budget))
-}
-
 /// The rows of one mm for one walk that does not sleep: the RCU read lock
 /// is held for the whole walk, the mm's state is looked up once and the
 /// section last used stays parsed (consecutive frames are mostly in one
@@ -65,11 +57,7 @@ impl<'g> WalkRows<'g> {
         pc: u64,
         guard: &'g rcu::Guard,
     ) -> Option<(&'g Section, sframe::Section<'g>)> {
-        let s = state
-            .sections
-            .load(usize::try_from(pc).ok()?, guard)
-            .filter(|s| s.is_live())
-            .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))?;
+        let s = live_section(state, pc, guard)?;
         // Validated at registration: parsing cannot fail; if it did, the
         // section gives no rows.  The copy's row table answers this
         // walk's lookups in the section, its index narrows those the table
@@ -108,6 +96,84 @@ impl<'g> WalkRows<'g> {
         self.last = self
             .state
             .and_then(|state| Self::lookup(state, pc, self.guard));
+    }
+}
+
+/// The live section of `state` that covers `pc`: in its tree, or in what
+/// it adopted at fork.
+fn live_section<'g>(state: &'g MmState, pc: u64, guard: &'g rcu::Guard) -> Option<&'g Section> {
+    state
+        .sections
+        .load(usize::try_from(pc).ok()?, guard)
+        .filter(|s| s.is_live())
+        .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))
+}
+
+/// The rows of one mm for a walk that may sleep between its lookups (the
+/// deferred path, whose reads fault pages in): no RCU read lock is held
+/// between them, so the section last used is kept by a counted reference
+/// to its copy, with its text range and address.  A frame in that section
+/// costs the range check, the header's parse (O(1)) and the row table's
+/// search, without the trees; a frame elsewhere, one RCU read-side
+/// section to find its section.
+///
+/// The copy kept may be that of a section retired since it was found (an
+/// object unmapped while the walk slept): its rows are those the section
+/// had, and its bytes stay allocated until the walk lets go of it, which
+/// unload waits for (the deferred path holds it off).
+pub(crate) struct SleepingWalkRows {
+    mm: *const bindings::mm_struct,
+    kept: Option<Kept>,
+}
+
+/// A section a [`SleepingWalkRows`] keeps.
+struct Kept {
+    text_start: u64,
+    text_end: u64,
+    sframe_addr: u64,
+    copy: Arc<SectionCopy>,
+}
+
+impl SleepingWalkRows {
+    /// The rows of `mm`, for one walk.
+    pub(crate) fn new(mm: *const bindings::mm_struct) -> Self {
+        Self { mm, kept: None }
+    }
+
+    /// The unwind row for `pc`, copied out, the search paid from the
+    /// walk's `budget` as [`WalkRows::find_row`] pays it.
+    pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
+        let hit = self
+            .kept
+            .as_ref()
+            .is_some_and(|k| (k.text_start..k.text_end).contains(&pc));
+        if !hit {
+            self.kept = self.keep(pc);
+        }
+        let k = self.kept.as_ref()?;
+        // Validated at registration, as for `WalkRows`.
+        let parsed = sframe::Section::parse(&k.copy.bytes, k.sframe_addr).ok()?;
+        k.copy
+            .index
+            .attach(parsed)
+            .find_row_within(pc, budget)
+            .ok()
+            .flatten()
+    }
+
+    /// The live section that covers `pc`, kept, if there is one.
+    #[inline(never)]
+    fn keep(&self, pc: u64) -> Option<Kept> {
+        let guard = rcu::Guard::new();
+        let s = live_section(indexed(self.mm, &guard)?, pc, &guard)?;
+        // The section holds a reference to its copy until an RCU grace
+        // period after it leaves the tree: the count is not zero here.
+        Some(Kept {
+            text_start: s.text_start,
+            text_end: s.text_end,
+            sframe_addr: s.sframe_addr,
+            copy: s.copy.clone(),
+        })
     }
 }
 

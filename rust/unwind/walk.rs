@@ -64,6 +64,7 @@ use crate::{
     },
     registry::lookup::{
         self,
+        SleepingWalkRows,
         WalkRows, //
     },
     sframe::{
@@ -116,13 +117,12 @@ impl Rows for &mut WalkRows<'_> {
     }
 }
 
-/// The deferred path, whose reads may sleep: one RCU read-side section per
-/// lookup, the row copied out.
-struct MmRows(*const kernel::bindings::mm_struct);
-
-impl Rows for MmRows {
+/// The deferred path, whose reads may sleep: no RCU read lock held between
+/// lookups, the section last used kept by a counted reference to its
+/// copy, the row copied out.
+impl Rows for SleepingWalkRows {
     fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
-        lookup::find_row(self.0, pc, budget)
+        SleepingWalkRows::find_row(self, pc, budget)
     }
 }
 
@@ -289,7 +289,7 @@ impl DeferredUnwinder for SframeUnwinder {
         let mm = current_task::mm();
         // `accept` checked that faults are allowed here; the registry returns
         // rows by value, so no RCU read lock is held across a fault.
-        let mut lookup = RegistryLookup::new(MmRows(mm), FaultingUserMemory::new());
+        let mut lookup = RegistryLookup::new(SleepingWalkRows::new(mm), FaultingUserMemory::new());
         let mut mem = FaultingUserMemory::new();
         let limits = WalkLimits::deferred(max_entries, MAX_SPAN);
         let mut tally = Tally::default();
