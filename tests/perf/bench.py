@@ -51,10 +51,10 @@ def write_csv(directory, name, title, unit, header, rows):
             f.write(",".join(field(x) for x in row) + "\n")
 
 
-def per_frame(v, before, after):
-    ns = v[f"{after}.ns_sample"] - v[f"{before}.ns_sample"]
-    frames = v[f"{after}.frames_sample"] - v[f"{before}.frames_sample"]
-    walks = v[f"{after}.walks_sample"] - v[f"{before}.walks_sample"]
+def per_frame(v, before, after, path="sample"):
+    ns = v[f"{after}.ns_{path}"] - v[f"{before}.ns_{path}"]
+    frames = v[f"{after}.frames_{path}"] - v[f"{before}.frames_{path}"]
+    walks = v[f"{after}.walks_{path}"] - v[f"{before}.walks_{path}"]
     return ns / max(frames, 1), frames / max(walks, 1), ns / max(walks, 1)
 
 
@@ -74,6 +74,11 @@ def main():
         nsf, fpw, nsw = per_frame(v, a, b)
         res[name] = nsf
         print(f"  {name:<48} {nsf:8.1f} ns/frame  {fpw:5.1f} frames/walk  {nsw:9.1f} ns/walk")
+    # The deferred path's walks (STATS ns_deferred / frames_deferred).
+    if "m4.ns_deferred" in v:
+        nsf, fpw, nsw = per_frame(v, "m3", "m4", "deferred")
+        print(f"  {'SFrame, no-FP build, fp,defer (deferred path)':<48} {nsf:8.1f} ns/frame  "
+              f"{fpw:5.1f} frames/walk  {nsw:9.1f} ns/walk")
     sf, fp = res[rows[0][0]], res[rows[1][0]]
     print(f"  SFrame / frame pointer per frame (same stacks): {sf / fp:.2f}x")
     print()
