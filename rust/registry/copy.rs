@@ -79,6 +79,15 @@ pub(super) struct SectionCopy {
 }
 
 impl SectionCopy {
+    /// The copy as a section mapped at `sframe_addr`, its row table and
+    /// index attached (O(1), no allocation): what a walk searches.
+    /// Validated at registration, so parsing cannot fail; if it did, the
+    /// section would give no rows.
+    pub(super) fn rows_at(&self, sframe_addr: u64) -> Option<sframe::Section<'_>> {
+        let parsed = sframe::Section::parse(&self.bytes, sframe_addr).ok()?;
+        Some(self.index.attach(parsed))
+    }
+
     /// What the copy is charged against its owner's and the module's byte
     /// limits: its bytes and its index.  Never changes: the last use
     /// gives back what the copy's making took.

@@ -58,13 +58,9 @@ impl<'g> WalkRows<'g> {
         guard: &'g rcu::Guard,
     ) -> Option<(&'g Section, sframe::Section<'g>)> {
         let s = live_section(state, pc, guard)?;
-        // Validated at registration: parsing cannot fail; if it did, the
-        // section gives no rows.  The copy's row table answers this
-        // walk's lookups in the section, its index narrows those the table
-        // leaves to the decoder (attaching both is O(1) and allocates
-        // nothing).
-        let parsed = sframe::Section::parse(&s.copy.bytes, s.sframe_addr).ok()?;
-        Some((s, s.copy.index.attach(parsed)))
+        // The copy's row table answers this walk's lookups in the section,
+        // its index narrows those the table leaves to the decoder.
+        Some((s, s.copy.rows_at(s.sframe_addr)?))
     }
 
     /// The unwind row for `pc`, the search paid from the walk's `budget`:
@@ -151,11 +147,8 @@ impl SleepingWalkRows {
             self.kept = self.keep(pc);
         }
         let k = self.kept.as_ref()?;
-        // Validated at registration, as for `WalkRows`.
-        let parsed = sframe::Section::parse(&k.copy.bytes, k.sframe_addr).ok()?;
         k.copy
-            .index
-            .attach(parsed)
+            .rows_at(k.sframe_addr)?
             .find_row_within(pc, budget)
             .ok()
             .flatten()
