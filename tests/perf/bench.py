@@ -58,6 +58,51 @@ def per_frame(v, before, after, path="sample"):
     return ns / max(frames, 1), frames / max(walks, 1), ns / max(walks, 1)
 
 
+def slowdown_of(v, key, idle):
+    """The workload's slowdown (%) under recording KEY against run IDLE."""
+    w, w0 = v.get(f"work.{key}", 0), v.get(f"work.{idle}", 0)
+    return (w0 / w - 1) * 100 if w and w0 else None
+
+
+def depth_table(d, v):
+    """The recurse phase alone at each depth of BENCH_DEPTHS (the chain is
+    the depth plus 6 frames): slowdown per recording and rate, and the
+    module's over the stock kernel's frame pointers."""
+    depths = [int(x) for x in os.environ.get("BENCH_DEPTHS", "").split()]
+    depths = [x for x in depths if f"work.idle-d{x}" in v]
+    if not depths:
+        return
+    recordings = [
+        ("FP build, -g, stock kernel", "fp-g", "idle-fp"),
+        ("no-FP build, -g, sframe_unwind", "sframe-g", "idle"),
+        ("no-FP build, --call-graph dwarf", "dwarf", "idle"),
+    ]
+    print("Slowdown against chain depth (the recurse phase alone)")
+    print()
+    print(f"  {'':<44}" + "".join(f"{f'{x + 6} frames':>12}" for x in depths))
+    for rate in ("1000", "10000"):
+        rows = []
+        for name, key, idle in recordings:
+            cells = [slowdown_of(v, f"{key}-{rate}-d{x}", f"{idle}-d{x}") for x in depths]
+            label = f"{name}, -F {rate}"
+            print(f"  {label:<44}" + "".join(f"{c:11.1f}%" if c is not None else f"{'-':>12}"
+                                            for c in cells))
+            rows.append([name] + [f"{max(c, 0):.1f}" if c is not None else "" for c in cells])
+        write_csv(d, f"overhead-depth-{rate}",
+                  f"Slowdown against chain depth, -F {rate} (the recurse phase)",
+                  "% slower than unprofiled", ["profiling"] + [f"{x + 6} frames" for x in depths],
+                  rows)
+    for rate in ("1000", "10000"):
+        ratios = []
+        for x in depths:
+            a = slowdown_of(v, f"sframe-g-{rate}-d{x}", f"idle-d{x}")
+            b = slowdown_of(v, f"fp-g-{rate}-d{x}", f"idle-fp-d{x}")
+            ratios.append(f"{a / b:.2f}x" if a is not None and b and b > 0 else "-")
+        print(f"  -F {rate}: the module's slowdown over the stock kernel's frame pointers: "
+              + ", ".join(f"{x + 6} frames {r}" for x, r in zip(depths, ratios)))
+    print()
+
+
 def main():
     d = sys.argv[1]
     v = load(d)
@@ -118,6 +163,8 @@ def main():
     print()
     write_csv(d, "overhead", "Profiling overhead: the workload's slowdown",
               "% slower than unprofiled", ["profiling", "-F 1000", "-F 10000"], rows)
+
+    depth_table(d, v)
 
     print("perf.data bytes per sample and lost samples")
     print()

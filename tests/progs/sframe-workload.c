@@ -9,12 +9,15 @@
  *   chain      eight chain_* functions
  *   bigframe   frames of 256 B and 40 KiB
  *   vla        a variable-length array (CFA from the frame pointer)
- *   recurse    64 levels of recursion
+ *   recurse    64 levels of recursion (depth=N: N levels)
  *   plt        into libsframe-workload.so through the PLT
  *   signal     a SIGPROF handler, interrupting user code
  *   threads    four threads from their start routine
  *
- *   sframe-workload [SECONDS [PHASE...]]   (default: 2 s, every phase)
+ *   sframe-workload [SECONDS [PHASE...] [depth=N]]   (default: 2 s, every phase)
+ *
+ * depth=N (1 to 1000) sets the recursion of the recurse phase: a sample
+ * in its leaf has a chain of N + 6 frames, libc's three included.
  *
  * At start it registers the SFrame section of every loaded object that has
  * one (PT_GNU_SFRAME) with /dev/sframe, as a loader would; without the
@@ -196,7 +199,9 @@ NOIPA void phase_vla(void)
 	}
 }
 
-/* recurse: 64 levels. */
+/* recurse: 64 levels, or depth=N. */
+static int recurse_depth = RECURSE_DEPTH;
+
 NOIPA unsigned long recurse_leaf_spin(unsigned long n) { SPIN(n); return sink; }
 
 NOIPA unsigned long recurse_deep(unsigned long n, int depth)
@@ -213,7 +218,7 @@ NOIPA void phase_recurse(void)
 {
 	start_phase();
 	while (!phase_over()) {
-		recurse_deep(SPIN_ITERS, RECURSE_DEPTH);
+		recurse_deep(SPIN_ITERS, recurse_depth);
 		work++;
 	}
 }
@@ -331,12 +336,23 @@ static const struct {
 int main(int argc, char **argv)
 {
 	double seconds = argc > 1 ? atof(argv[1]) : 2.0;
-	int chosen = argc > 2 ? argc - 2 : (int)NPHASES;
+	int chosen = 0;
 
+	for (int j = 2; j < argc; j++) {
+		if (!strncmp(argv[j], "depth=", 6)) {
+			recurse_depth = atoi(argv[j] + 6);
+			if (recurse_depth < 1 || recurse_depth > 1000) {
+				fprintf(stderr, "sframe-workload: depth=%s: not 1 to 1000\n", argv[j] + 6);
+				return 2;
+			}
+		} else {
+			chosen++;
+		}
+	}
 	register_sframes();
-	phase_seconds = seconds / chosen;
+	phase_seconds = seconds / (chosen ? chosen : (int)NPHASES);
 	for (size_t i = 0; i < NPHASES; i++) {
-		int run = argc <= 2;
+		int run = !chosen;
 
 		for (int j = 2; j < argc; j++)
 			run |= !strcmp(argv[j], phases[i].name);
