@@ -57,6 +57,10 @@ module! {
             default: 16384,
             description: "Most registered sections of one user (ENOSPC beyond)",
         },
+        max_kept_bytes: u64 {
+            default: 67108864,
+            description: "Most kernel bytes kept for copies no registration uses, for the next start (a quarter per user; 0: none)",
+        },
         unwind_fp_only: u32 {
             default: 0,
             description: "Benchmarks only: ignore SFrame rows, unwind by frame pointers",
@@ -93,6 +97,7 @@ impl kernel::InPlaceModule for SframeModule {
             max_total_sections: param(&module_parameters::max_total_sections),
             max_bytes_per_user: param(&module_parameters::max_bytes_per_user),
             max_sections_per_user: param(&module_parameters::max_sections_per_user),
+            max_kept_bytes: param(&module_parameters::max_kept_bytes),
         };
         // Before the device: an ioctl may name another process at once.
         device::init();

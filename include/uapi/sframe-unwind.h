@@ -36,7 +36,7 @@ struct sframe_version {
 #define SFRAME_IOC_REGISTER	_IOWR(SFRAME_IOC_MAGIC, 0x01, struct sframe_register)
 #define SFRAME_IOC_UNREGISTER	_IOWR(SFRAME_IOC_MAGIC, 0x02, struct sframe_unregister)
 #define SFRAME_IOC_LIST		_IOWR(SFRAME_IOC_MAGIC, 0x03, struct sframe_list)
-#define SFRAME_IOC_STATS	_IOWR(SFRAME_IOC_MAGIC, 0x04, struct sframe_stats)
+#define SFRAME_IOC_STATS	_IOC(_IOC_READ | _IOC_WRITE, SFRAME_IOC_MAGIC, 0x04, SFRAME_STATS_SIZE_VER0)
 #define SFRAME_IOC_CONTROL	_IOWR(SFRAME_IOC_MAGIC, 0x05, struct sframe_control)
 
 /* flags: a pidfd names the target; not supported (EOPNOTSUPP). */
@@ -148,8 +148,14 @@ struct sframe_stats {
 	__u64 unregistered;	/* since load: by request, unmap or exit */
 	__u64 failures[SFRAME_FAIL_COUNT];
 	__u64 unwind[SFRAME_UNWIND_COUNT];
+	/* Since SFRAME_STATS_SIZE_VER1: copies no registration uses, kept
+	 * for the next registration of the same bytes (not in copies, bytes). */
+	__u64 kept_copies;
+	__u64 kept_bytes;	/* kernel bytes held for them */
+	__u64 kept_reused;	/* since load: registrations that took one back */
 };
 #define SFRAME_STATS_SIZE_VER0	376
+#define SFRAME_STATS_SIZE_VER1	400
 /*
  * scope: every user's figures (CAP_PERFMON or CAP_SYS_ADMIN), or the
  * caller's own account's (mms, failures and unwind are then zero).

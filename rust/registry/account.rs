@@ -47,6 +47,12 @@ pub(super) struct UserAccount {
     pub(super) copies: AtomicU32,
     /// Bytes of those copies; changed under the registry lock only.
     pub(super) bytes: AtomicU64,
+    /// The user's kept copies ([`super::kept`]) and their bytes, and how
+    /// many were taken back since the account was made; changed under the
+    /// registry lock only.
+    pub(super) kept: AtomicU32,
+    pub(super) kept_bytes: AtomicU64,
+    pub(super) kept_reused: AtomicU64,
     /// Sections registered and retired in the user's processes since load
     /// (or since the account was made), for the user's own figures.
     pub(super) registered: AtomicU64,
@@ -61,9 +67,13 @@ unsafe impl TreeValue for Arc<UserAccount> {
 
 impl Writer<'_> {
     /// Forgets `owner` if it holds nothing (a registration that failed
-    /// after creating it, or the last copy of the user gone).
+    /// after creating it, or the last copy of the user gone, kept ones
+    /// included).
     pub(super) fn forget_if_idle(&mut self, owner: &Arc<UserAccount>) {
-        if owner.bytes.load(Ordering::Relaxed) != 0 || owner.sections.load(Ordering::Relaxed) != 0 {
+        if owner.bytes.load(Ordering::Relaxed) != 0
+            || owner.sections.load(Ordering::Relaxed) != 0
+            || owner.kept.load(Ordering::Relaxed) != 0
+        {
             return;
         }
         let same = {
@@ -101,6 +111,9 @@ impl Writer<'_> {
                 sections: AtomicU32::new(0),
                 copies: AtomicU32::new(0),
                 bytes: AtomicU64::new(0),
+                kept: AtomicU32::new(0),
+                kept_bytes: AtomicU64::new(0),
+                kept_reused: AtomicU64::new(0),
                 registered: AtomicU64::new(0),
                 unregistered: AtomicU64::new(0),
             },

@@ -243,8 +243,9 @@ impl Writer<'_> {
             return Some(c);
         }
         if e.copy.users.load(Ordering::Relaxed) == 0 {
-            // It died after `revive_dead` looked.
-            return None;
+            // Its last use went after `revive_dead` looked: taken back
+            // from the kept copies if it is one, else gone.
+            return self.take_kept(&e.copy).then(|| e.copy.clone());
         }
         e.copy.users.fetch_add(1, Ordering::Relaxed);
         Some(e.copy.clone())

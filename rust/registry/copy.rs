@@ -64,16 +64,18 @@ pub(super) struct SectionCopy {
     pub(super) index: CopyIndex,
     /// The key of this copy in [`Registry::copies`], a keyed hash of the
     /// owner's account and the bytes.
-    key: usize,
+    pub(super) key: usize,
     /// Whether the copy is in [`Registry::copies`] (a rare key collision
     /// leaves it out: it is then not shared, nothing else changes).
-    indexed: bool,
+    pub(super) indexed: bool,
     /// The user who registered the bytes, charged for them.
     pub(super) owner: Arc<UserAccount>,
     /// Sections using the copy; changed under the registry lock only.  A
-    /// copy whose count reached zero is dead: it is out of the table and
-    /// its bytes are uncharged, and it is never used again (a fork child
-    /// that inherited it revives its bytes as a new copy).
+    /// copy whose count reached zero is uncharged, and either kept (in the
+    /// table and the kept list, [`super::kept`]: taken back by the next
+    /// registration of its bytes) or dead (out of the table, never used
+    /// again; a fork child that inherited it revives its bytes as a new
+    /// copy).
     pub(super) users: AtomicU32,
     pub(super) info: CopyInfo,
 }
@@ -228,11 +230,12 @@ impl Registry {
         if c.owner.id != owner || !same_bytes(&c.bytes, bytes) {
             return None;
         }
-        let _w = self.writer();
-        // A copy whose last user left (erased meanwhile, or left in the
-        // table for want of memory) is not used again.
+        let mut w = self.writer();
+        // A copy whose last user left is taken back if it is kept; if not
+        // (erased meanwhile, or left in the table for want of memory), it
+        // is not used again.
         if c.users.load(Ordering::Relaxed) == 0 {
-            return None;
+            return w.take_kept(&c).then_some(c);
         }
         c.users.fetch_add(1, Ordering::Relaxed);
         Some(c)
@@ -271,6 +274,15 @@ impl Writer<'_> {
         info: CopyInfo,
     ) -> Result<Arc<SectionCopy>, Failure> {
         let len = copy_charge(bytes.len(), &index);
+        // Kept copies give way to a copy in use.
+        while self
+            .shared()
+            .bytes
+            .saturating_add(self.shared().kept_bytes)
+            .saturating_add(len)
+            > self.limits.max_total_bytes
+            && self.let_go_oldest(None)
+        {}
         if self.shared().bytes.saturating_add(len) > self.limits.max_total_bytes {
             return Err(limit("module-wide byte limit (max_total_bytes) reached"));
         }
@@ -310,35 +322,47 @@ impl Writer<'_> {
                 return Err(FAIL_MEM);
             }
         }
-        // `len` is `copy.charge()`, which `put_copy` gives back.
+        self.charge_copy(&copy);
+        Ok(copy)
+    }
+
+    /// Charges `copy` (in use) to its owner's and the module's figures:
+    /// `copy.charge()`, which `put_copy` gives back.
+    pub(super) fn charge_copy(&mut self, copy: &SectionCopy) {
+        let len = copy.charge();
         self.shared().bytes += len;
         copy.owner.bytes.fetch_add(len, Ordering::Relaxed);
         copy.owner.copies.fetch_add(1, Ordering::Relaxed);
         COUNTERS.copies.fetch_add(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_add(len, Ordering::Relaxed);
-        Ok(copy)
     }
 
-    /// Drops one use of `copy`; the last one removes it from the table and
-    /// uncharges its bytes and index (the memory goes when the last
-    /// RCU-deferred section lets go of it).  O(log n).
+    /// Drops one use of `copy`; the last one uncharges its bytes and index
+    /// and keeps the copy ([`super::kept`]) or removes it from the table
+    /// (the memory goes when the last RCU-deferred section lets go of it).
+    /// O(log n + kept).
     pub(super) fn put_copy(&mut self, copy: &Arc<SectionCopy>) {
         if copy.users.fetch_sub(1, Ordering::Relaxed) != 1 {
             return;
         }
+        self.uncharge_copy(copy);
         // A copy that cannot be erased now (no memory for the tree's nodes)
         // stays in the table, unused, until unload; `shared_copy` skips it.
-        if copy.indexed {
+        if !self.keep(copy) && copy.indexed {
             let _ = self.copies.erase(self.t, copy.key);
         }
+        // The sections and copies still waiting for a grace period keep
+        // their references to the account.
+        self.forget_if_idle(&copy.owner);
+    }
+
+    /// Gives back what [`Self::charge_copy`] took.
+    fn uncharge_copy(&mut self, copy: &SectionCopy) {
         let len = copy.charge();
         self.shared().bytes -= len;
         COUNTERS.copies.fetch_sub(1, Ordering::Relaxed);
         COUNTERS.bytes.fetch_sub(len, Ordering::Relaxed);
         copy.owner.bytes.fetch_sub(len, Ordering::Relaxed);
         copy.owner.copies.fetch_sub(1, Ordering::Relaxed);
-        // The sections and copies still waiting for a grace period keep
-        // their references to the account.
-        self.forget_if_idle(&copy.owner);
     }
 }

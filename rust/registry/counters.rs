@@ -32,6 +32,11 @@ pub(super) struct Counters {
     pub(super) mms: AtomicU64,
     pub(super) registered: AtomicU64,
     pub(super) unregistered: AtomicU64,
+    /// Kept copies and their bytes ([`super::kept`]), and how many were
+    /// taken back since load.
+    pub(super) kept_copies: AtomicU64,
+    pub(super) kept_bytes: AtomicU64,
+    pub(super) kept_reused: AtomicU64,
     failures: [AtomicU64; SFRAME_FAIL_COUNT],
 }
 
@@ -42,6 +47,9 @@ pub(super) static COUNTERS: Counters = Counters {
     mms: AtomicU64::new(0),
     registered: AtomicU64::new(0),
     unregistered: AtomicU64::new(0),
+    kept_copies: AtomicU64::new(0),
+    kept_bytes: AtomicU64::new(0),
+    kept_reused: AtomicU64::new(0),
     failures: [const { AtomicU64::new(0) }; SFRAME_FAIL_COUNT],
 };
 
@@ -57,6 +65,9 @@ pub(crate) fn fill_stats(s: &mut SframeStats) {
     s.mms = c.mms.load(Ordering::Relaxed);
     s.registered = c.registered.load(Ordering::Relaxed);
     s.unregistered = c.unregistered.load(Ordering::Relaxed);
+    s.kept_copies = c.kept_copies.load(Ordering::Relaxed);
+    s.kept_bytes = c.kept_bytes.load(Ordering::Relaxed);
+    s.kept_reused = c.kept_reused.load(Ordering::Relaxed);
     for (out, f) in s.failures.iter_mut().zip(c.failures.iter()) {
         *out = f.load(Ordering::Relaxed);
     }
@@ -75,6 +86,9 @@ pub(crate) fn fill_own_stats(s: &mut SframeStats, id: u32) {
     s.bytes = a.bytes.load(Ordering::Relaxed);
     s.registered = a.registered.load(Ordering::Relaxed);
     s.unregistered = a.unregistered.load(Ordering::Relaxed);
+    s.kept_copies = u64::from(a.kept.load(Ordering::Relaxed));
+    s.kept_bytes = a.kept_bytes.load(Ordering::Relaxed);
+    s.kept_reused = a.kept_reused.load(Ordering::Relaxed);
 }
 
 /// A failed request: the errno, the `SFRAME_FAIL_*` counter, and the reason

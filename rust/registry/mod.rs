@@ -13,6 +13,8 @@
 //!   bytes, and count their own users.  Copies are never shared across
 //!   users: how long a registration takes, and what `LIST` reports, tell a
 //!   user nothing about what other users run.
+//! - [`kept`]: a copy whose last user left is kept, within bounds, for the
+//!   next registration of its bytes (the next start of the same program).
 //! - [`copy_index`]: a copy's lookup index, built with the copy, charged
 //!   with its bytes and used by every walk-time lookup in them.
 //! - [`section`]: a `Section` is one registration: a text range of one mm,
@@ -70,6 +72,7 @@ mod adopt;
 mod copy;
 mod copy_index;
 mod counters;
+mod kept;
 mod list;
 mod locked;
 pub(crate) mod lookup;
@@ -146,12 +149,19 @@ pub(crate) struct Limits {
     pub(crate) max_bytes_per_user: u64,
     /// Most registrations alive made by one user (`ENOSPC` beyond).
     pub(crate) max_sections_per_user: u32,
+    /// Most kernel bytes kept for copies no registration uses, module-wide
+    /// (a quarter of it per user); the oldest go beyond.
+    pub(crate) max_kept_bytes: u64,
 }
 
 /// Writer state, under [`Registry::lock`].
 struct Shared {
-    /// Bytes held by all copies.
+    /// Bytes held by all copies in use.
     bytes: u64,
+    /// Copies no registration uses, kept, oldest first ([`kept`]), and
+    /// their bytes.
+    kept: KVec<Arc<SectionCopy>>,
+    kept_bytes: u64,
     next_handle: u64,
     shutting_down: bool,
 }
@@ -238,6 +248,8 @@ impl Registry {
             index <- Locked::new(),
             lock <- new_mutex!(Shared {
                 bytes: 0,
+                kept: KVec::new(),
+                kept_bytes: 0,
                 next_handle: 1,
                 shutting_down: false,
             }),
@@ -288,6 +300,7 @@ impl Drop for RegistryHandle {
             let mut w = reg.writer();
             w.shared().shutting_down = true;
             w.empty_index();
+            w.let_go_all_kept();
         }
         REGISTRY.store(ptr::null_mut(), Ordering::Release);
         // No lock-free reader holds the registry after this.

@@ -27,6 +27,7 @@ cp "$R" /tmp/registry-suid && chmod 4755 /tmp/registry-suid
 check_show "another process through /proc/PID/mem or auxv (own, child, root's, exited, setuid exec)" \
 	"$R" procfd /tmp/registry-suid
 check_show "the same section in 100 processes is held once" "$R" share 100
+check_show "a copy whose last user went is kept, and taken back by the next registration" "$R" kept
 check "as an unprivileged user" setpriv --reuid=65534 --regid=65534 --clear-groups "$R" self
 if stress; then
 	check_show "8 threads for 30 s" "$R" threads 30
@@ -64,6 +65,17 @@ check "rmmod" rmmod sframe_unwind
 check "insmod with max_sections_per_mm=4 and max_total_bytes of one copy" \
 	insmod_ioctl_only max_sections_per_mm=4 max_total_bytes="${charge:-1}"
 check "limits: ENOSPC per process and module-wide" "$R" limits
+check "rmmod" rmmod sframe_unwind
+
+# Kept copies: a quarter of max_kept_bytes a user (room for two copies of
+# the program's section and 4 bytes here), none with max_kept_bytes=0.
+kept_max=$((8 * (${charge:-1} + 4)))
+check "insmod with max_kept_bytes of 8 copies" insmod_ioctl_only max_kept_bytes=$kept_max
+check_show "kept copies: a user keeps a quarter of max_kept_bytes, the oldest go" \
+	"$R" kept-bound 5 $kept_max
+check "rmmod" rmmod sframe_unwind
+check "insmod with max_kept_bytes=0" insmod_ioctl_only max_kept_bytes=0
+check_show "max_kept_bytes=0: nothing is kept" "$R" kept-bound 3 0
 check "rmmod" rmmod sframe_unwind
 
 # Per-user limits: 256 sections and 64 distinct copies a user (each 4 bytes

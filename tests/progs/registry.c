@@ -1106,6 +1106,102 @@ static int reg_variant(const struct object *o, uint32_t n, unsigned int i)
 	return ret;
 }
 
+/* Registers variants FIRST to FIRST + N - 1 of O in a child that exits. */
+static void variants_in_child(const struct object *o, uint32_t first, int n)
+{
+	int status;
+	pid_t pid = fork();
+
+	check(pid >= 0, "fork");
+	if (pid == 0) {
+		for (int i = 0; i < n; i++)
+			if (reg_variant(o, first + i, i))
+				_exit(1);
+		_exit(0);
+	}
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+	      "a child failed to register");
+}
+
+/*
+ * A copy whose last registration went is kept, out of the held figures;
+ * the next process to register the same bytes takes it back (it is not
+ * validated again), and its exit leaves it kept again.
+ */
+static int case_kept(void)
+{
+	struct object o = self();
+	struct sframe_stats before = stats(), between, during, after;
+	int ready[2], go[2], status;
+	pid_t pid;
+	char c;
+
+	check(before.size >= SFRAME_STATS_SIZE_VER1, "STATS has no kept figures (size %u)",
+	      before.size);
+	variants_in_child(&o, 1000, 1);
+	between = stats();
+	check(between.copies == before.copies && between.bytes == before.bytes,
+	      "held figures not back after the exit (a kept copy counts as held?)");
+	check(between.kept_copies >= 1 && between.kept_bytes >= o.sframe_len,
+	      "nothing kept after the last registration went");
+	check(!pipe(ready) && !pipe(go), "pipe");
+	pid = fork();
+	check(pid >= 0, "fork");
+	if (pid == 0) {
+		close(go[1]);
+		c = reg_variant(&o, 1000, 0) == 0 ? 'y' : 'n';
+		if (write(ready[1], &c, 1) != 1)
+			_exit(1);
+		(void)!read(go[0], &c, 1);	/* until the parent closes */
+		_exit(0);
+	}
+	close(go[0]);
+	check(read(ready[0], &c, 1) == 1 && c == 'y', "the second child failed to register");
+	during = stats();
+	close(go[1]);
+	check(waitpid(pid, &status, 0) == pid, "wait");
+	after = stats();
+	printf("after the first exit: %llu kept copies, %llu bytes; the second registration: "
+	       "taken back +%llu, kept %llu, held copies +%llu; after its exit: kept %llu\n",
+	       U(between.kept_copies), U(between.kept_bytes),
+	       U(during.kept_reused - between.kept_reused), U(during.kept_copies),
+	       U(during.copies - between.copies), U(after.kept_copies));
+	check(during.kept_reused == between.kept_reused + 1,
+	      "the second registration did not take the kept copy back");
+	check(during.kept_copies == between.kept_copies - 1 && during.copies == between.copies + 1,
+	      "the copy taken back is still counted as kept, or not as held");
+	check(after.kept_copies == between.kept_copies && after.copies == before.copies &&
+	      after.bytes == before.bytes, "the copy was not kept again after the second exit");
+	return 0;
+}
+
+/*
+ * Loaded with max_kept_bytes=MAX: a child registers N distinct copies
+ * (of one size) and exits; what is kept stays within a quarter of MAX
+ * (the per-user share), the oldest let go.
+ */
+static int case_kept_bound(int n, unsigned long long max)
+{
+	struct object o = self();
+	struct sframe_stats before = stats(), after;
+	uint64_t charge;
+
+	variants_in_child(&o, 2000, 1);
+	after = stats();
+	charge = after.kept_bytes - before.kept_bytes;
+	check(max == 0 || after.kept_copies == before.kept_copies + 1, "one copy not kept");
+	variants_in_child(&o, 2001, n);
+	after = stats();
+	printf("max_kept_bytes %llu: %d copies of %llu bytes registered, %llu kept, %llu bytes\n",
+	       max, n + 1, U(charge), U(after.kept_copies), U(after.kept_bytes));
+	check(after.kept_bytes <= max / 4, "kept bytes over a quarter of max_kept_bytes");
+	check(max == 0 || after.kept_copies == max / 4 / charge,
+	      "not as many copies kept as a quarter of max_kept_bytes holds");
+	check(after.copies == before.copies && after.bytes == before.bytes,
+	      "held figures not back after the exits");
+	return 0;
+}
+
 static int limit_sections, limit_copies, pipe_ready[2], pipe_go[2], pipe_others[2];
 
 /* Runs FN(ARG) in a child with UID; returns the child's pid. */
@@ -1270,6 +1366,10 @@ int main(int argc, char **argv)
 		return case_fork();
 	if (!strcmp(what, "share"))
 		return case_share(n ? n : 100);
+	if (!strcmp(what, "kept"))
+		return case_kept();
+	if (!strcmp(what, "kept-bound"))
+		return case_kept_bound(n, argc > 3 ? strtoull(argv[3], NULL, 0) : 0);
 	if (!strcmp(what, "churn"))
 		return case_churn(n ? n : 1000);
 	if (!strcmp(what, "threads"))

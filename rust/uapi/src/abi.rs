@@ -247,6 +247,14 @@ pub struct SframeStats {
     pub failures: [u64; SFRAME_FAIL_COUNT],
     /// Unwinder counters since load: `[SFRAME_UNWIND_*]`.
     pub unwind: [u64; SFRAME_UNWIND_COUNT],
+    /// Since [`SFRAME_STATS_SIZE_VER1`]: copies no registration uses, kept
+    /// for the next registration of the same bytes (not in `copies`).
+    pub kept_copies: u64,
+    /// Kernel bytes held for the kept copies (not in `bytes`).
+    pub kept_bytes: u64,
+    /// Registrations that took a kept copy back, since load (not
+    /// validated again).
+    pub kept_reused: u64,
 }
 
 /// [`SframeStats::scope`]: every user's figures.
@@ -256,6 +264,8 @@ pub const SFRAME_STATS_SCOPE_OWN: u32 = 2;
 
 /// Size of the first published [`SframeStats`].
 pub const SFRAME_STATS_SIZE_VER0: u32 = 56 + 8 * 16 + 8 * 24;
+/// Size of [`SframeStats`] with the kept copies' figures.
+pub const SFRAME_STATS_SIZE_VER1: u32 = SFRAME_STATS_SIZE_VER0 + 24;
 
 /// `failures[]` index: the SFrame bytes did not validate (`EINVAL`).
 pub const SFRAME_FAIL_FORMAT: usize = 0;
@@ -437,6 +447,7 @@ plain_structs! {
     }
     SframeStats(SFRAME_STATS_SIZE_VER0) {
         size, scope, sections, copies, bytes, mms, registered, unregistered, failures, unwind,
+        kept_copies, kept_bytes, kept_reused,
     }
     SframeControl(SFRAME_CONTROL_SIZE_VER0) {
         size, mask, value, reserved,

@@ -89,7 +89,10 @@ fn rust_values() -> Vec<(String, u64)> {
             registered,
             unregistered,
             failures,
-            unwind
+            unwind,
+            kept_copies,
+            kept_bytes,
+            kept_reused,
         ]
     );
     layout!(
@@ -122,6 +125,7 @@ fn rust_values() -> Vec<(String, u64)> {
         ),
         ("SFRAME_LIST_SIZE_VER0", SFRAME_LIST_SIZE_VER0.into()),
         ("SFRAME_STATS_SIZE_VER0", SFRAME_STATS_SIZE_VER0.into()),
+        ("SFRAME_STATS_SIZE_VER1", SFRAME_STATS_SIZE_VER1.into()),
         ("SFRAME_CONTROL_SIZE_VER0", SFRAME_CONTROL_SIZE_VER0.into()),
         ("SFRAME_FEAT_V2", SFRAME_FEAT_V2),
         ("SFRAME_FEAT_V3", SFRAME_FEAT_V3),
@@ -304,7 +308,7 @@ fn version_0_sizes_are_the_struct_sizes() {
     );
     assert_eq!(
         core::mem::size_of::<SframeStats>() as u32,
-        SFRAME_STATS_SIZE_VER0
+        SFRAME_STATS_SIZE_VER1
     );
     assert_eq!(
         core::mem::size_of::<SframeControl>() as u32,

@@ -124,6 +124,10 @@ fn print_stats(out: &mut impl Write, s: &SframeStats) -> Result<()> {
     }
     writeln!(out, "registered: {}", s.registered)?;
     writeln!(out, "unregistered: {}", s.unregistered)?;
+    // A module older than the kept copies leaves them zero.
+    writeln!(out, "kept copies: {}", s.kept_copies)?;
+    writeln!(out, "kept bytes: {}", s.kept_bytes)?;
+    writeln!(out, "kept copies taken back: {}", s.kept_reused)?;
     if own {
         return Ok(());
     }
