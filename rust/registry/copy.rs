@@ -4,9 +4,9 @@
 //! memory, validated once, shared by every registration of the same bytes
 //! by the same user.
 //!
-//! A copy is found by the keyed hash of its owner's UID and its bytes in
-//! [`Registry::copies`](super::Registry); a comparison of the bytes
-//! decides.  A copy counts its users (sections) under the registry lock;
+//! A copy is found by the keyed hash of its owner's UID and its bytes'
+//! length and ends ([`copy_key`]) in [`Registry::copies`](super::Registry);
+//! a comparison of the bytes decides.  A copy counts its users (sections) under the registry lock;
 //! the last one leaving removes it from the table and uncharges its bytes,
 //! and the memory goes when the last RCU-deferred section lets go of it.
 //!
@@ -63,7 +63,7 @@ pub(super) struct SectionCopy {
     /// The bytes' lookup index, which every lookup in them goes through.
     pub(super) index: CopyIndex,
     /// The key of this copy in [`Registry::copies`], a keyed hash of the
-    /// owner's account and the bytes.
+    /// owner's account and the bytes' length and ends ([`copy_key`]).
     pub(super) key: usize,
     /// Whether the copy is in [`Registry::copies`] (a rare key collision
     /// leaves it out: it is then not shared, nothing else changes).
@@ -117,16 +117,27 @@ pub(super) struct CopyInfo {
     pub(super) text_hi: u64,
 }
 
+/// The most bytes of each end of a section that its key hashes.
+const KEY_SPAN: usize = 4096;
+
 /// The key of account `owner`'s copy of `bytes` in [`Registry::copies`]:
-/// SipHash under a secret key, so keys collide only by chance; a
-/// comparison of the bytes decides.  Reschedules between 256 KiB chunks.
+/// SipHash under a secret key of the length and the first and last
+/// [`KEY_SPAN`] bytes (the header, the FDE table's start and the FREs'
+/// end), so keys collide only by chance or between one owner's sections
+/// that differ in their middle only; a comparison of the whole bytes
+/// decides.  A collision costs only sharing, within the owner's own limits.
+/// O(1) in the section's size: a registration that shares a copy (every
+/// start of a program after the first) hashes 8 KiB, not its libc's whole
+/// section.
 fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> usize {
-    let mut h = hash_key.seed(u64::from(owner));
-    for chunk in bytes.chunks(256 << 10) {
-        h = hash_key.hash(h, chunk);
-        resched();
-    }
-    h as usize
+    let h = hash_key.seed(u64::from(owner));
+    let h = hash_key.hash(h, &(bytes.len() as u64).to_ne_bytes());
+    let head = bytes.get(..KEY_SPAN).unwrap_or(bytes);
+    let tail = bytes
+        .get(bytes.len().saturating_sub(KEY_SPAN)..)
+        .unwrap_or(bytes);
+    let h = hash_key.hash(h, head);
+    hash_key.hash(h, tail) as usize
 }
 
 /// Whether `a` and `b` are equal, compared 256 KiB at a time with a

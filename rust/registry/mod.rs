@@ -10,7 +10,7 @@
 //!   user in kernel memory, validated once, shared by every registration of
 //!   identical bytes by the same user (the C library's section, in each of
 //!   their processes).  Copies are found by a keyed hash of the user and the
-//!   bytes, and count their own users.  Copies are never shared across
+//!   bytes' length and ends, and count their own users.  Copies are never shared across
 //!   users: how long a registration takes, and what `LIST` reports, tell a
 //!   user nothing about what other users run.
 //! - [`kept`]: a copy whose last user left is kept, within bounds, for the
