@@ -53,7 +53,11 @@ use core::sync::atomic::{
 };
 use kernel::{
     prelude::*,
-    sync::Arc, //
+    sync::Arc,
+    uaccess::{
+        UserPtr,
+        UserSlice, //
+    },
 };
 
 /// One distinct SFrame byte string of one user, validated, and its
@@ -120,24 +124,78 @@ pub(super) struct CopyInfo {
 /// The most bytes of each end of a section that its key hashes.
 const KEY_SPAN: usize = 4096;
 
-/// The key of account `owner`'s copy of `bytes` in [`Registry::copies`]:
-/// SipHash under a secret key of the length and the first and last
-/// [`KEY_SPAN`] bytes (the header, the FDE table's start and the FREs'
-/// end), so keys collide only by chance or between one owner's sections
-/// that differ in their middle only; a comparison of the whole bytes
-/// decides.  A collision costs only sharing, within the owner's own limits.
-/// O(1) in the section's size: a registration that shares a copy (every
-/// start of a program after the first) hashes 8 KiB, not its libc's whole
-/// section.
-fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> usize {
-    let h = hash_key.seed(u64::from(owner));
-    let h = hash_key.hash(h, &(bytes.len() as u64).to_ne_bytes());
-    let head = bytes.get(..KEY_SPAN).unwrap_or(bytes);
-    let tail = bytes
-        .get(bytes.len().saturating_sub(KEY_SPAN)..)
-        .unwrap_or(bytes);
-    let h = hash_key.hash(h, head);
-    hash_key.hash(h, tail) as usize
+/// Bytes hashed, or read from user memory and compared, at a time.
+const CHUNK: usize = 512;
+
+/// The key of account `owner`'s copy of a section of `len` bytes in
+/// [`Registry::copies`], its bytes read by `read(offset, buf)`: SipHash
+/// under a secret key of the length and the first and last [`KEY_SPAN`]
+/// bytes (the header, the FDE table's start and the FREs' end), so keys
+/// collide only by chance or between one owner's sections that differ in
+/// their middle only; a comparison of the whole bytes decides.  A
+/// collision costs only sharing, within the owner's own limits.  O(1) in
+/// the section's size: a registration that shares a copy (every start of
+/// a program after the first) hashes 8 KiB, not its libc's whole section.
+fn copy_key_with(
+    hash_key: &KeyedHash,
+    owner: u32,
+    len: usize,
+    mut read: impl FnMut(usize, &mut [u8]) -> Result<(), Failure>,
+) -> Result<usize, Failure> {
+    let mut h = hash_key.seed(u64::from(owner));
+    h = hash_key.hash(h, &(len as u64).to_ne_bytes());
+    let mut buf = [0u8; CHUNK];
+    for (start, end) in [(0, len.min(KEY_SPAN)), (len.saturating_sub(KEY_SPAN), len)] {
+        let mut off = start;
+        while off < end {
+            let chunk = buf.get_mut(..(end - off).min(CHUNK)).ok_or(FAIL_MEM)?;
+            read(off, chunk)?;
+            h = hash_key.hash(h, chunk);
+            off += chunk.len();
+        }
+    }
+    Ok(h as usize)
+}
+
+/// [`copy_key_with`] of `bytes`.
+fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> Result<usize, Failure> {
+    copy_key_with(hash_key, owner, bytes.len(), |off, buf| {
+        let from = bytes.get(off..off + buf.len()).ok_or(FAIL_MEM)?;
+        buf.copy_from_slice(from);
+        Ok(())
+    })
+}
+
+/// `EFAULT` for section bytes that user memory does not give.
+fn unreadable() -> Failure {
+    Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section bytes unreadable")
+}
+
+/// Reads `buf.len()` bytes at `addr + off` of the caller's memory.
+fn read_user(addr: usize, off: usize, buf: &mut [u8]) -> Result<(), Failure> {
+    let at = addr.checked_add(off).ok_or_else(unreadable)?;
+    UserSlice::new(UserPtr::from_addr(at), buf.len())
+        .reader()
+        .read_slice(buf)
+        .map_err(|_| unreadable())
+}
+
+/// Whether the caller's memory at `addr` holds `bytes`, read and compared
+/// [`CHUNK`] bytes at a time (nothing allocated), with a reschedule every
+/// 256 KiB.
+fn same_as_user(bytes: &[u8], addr: usize) -> Result<bool, Failure> {
+    let mut buf = [0u8; CHUNK];
+    for (i, want) in bytes.chunks(CHUNK).enumerate() {
+        let got = buf.get_mut(..want.len()).ok_or(FAIL_MEM)?;
+        read_user(addr, i * CHUNK, got)?;
+        if got != want {
+            return Ok(false);
+        }
+        if i % 512 == 511 {
+            resched();
+        }
+    }
+    Ok(true)
 }
 
 /// Whether `a` and `b` are equal, compared 256 KiB at a time with a
@@ -200,7 +258,7 @@ impl Registry {
         sframe_addr: u64,
     ) -> Result<Arc<SectionCopy>, Failure> {
         let owner = current_account();
-        let key = copy_key(&self.hash_key, owner, &bytes);
+        let key = copy_key(&self.hash_key, owner, &bytes)?;
         if let Some(c) = self.shared_copy(key, owner, &bytes) {
             return Ok(c);
         }
@@ -234,17 +292,53 @@ impl Registry {
     /// never change), with that owner's copy only; the lock counts the use
     /// if the copy is still live.
     fn shared_copy(&self, key: usize, owner: u32, bytes: &[u8]) -> Option<Arc<SectionCopy>> {
-        let c = {
-            let guard = rcu::Guard::new();
-            self.copies.load(key, &guard)?.clone()
-        };
-        if c.owner.id != owner || !same_bytes(&c.bytes, bytes) {
+        let c = self.copy_at(key, owner, bytes.len())?;
+        if !same_bytes(&c.bytes, bytes) {
             return None;
         }
+        self.use_copy(c)
+    }
+
+    /// The caller's account's copy of the `len` bytes at `addr` in its
+    /// memory, its use counted, if it holds one: found by the key and
+    /// compared with the caller's bytes a chunk at a time, without copying
+    /// them into the kernel (a registration that shares a copy: every start
+    /// of a program after the first).  `None` if there is none, and the
+    /// bytes are to be read, validated and copied as for a new copy.
+    pub(super) fn shared_copy_from_user(
+        &self,
+        addr: usize,
+        len: usize,
+    ) -> Result<Option<Arc<SectionCopy>>, Failure> {
+        let owner = current_account();
+        let key = copy_key_with(&self.hash_key, owner, len, |off, buf| {
+            read_user(addr, off, buf)
+        })?;
+        let Some(c) = self.copy_at(key, owner, len) else {
+            return Ok(None);
+        };
+        if !same_as_user(&c.bytes, addr)? {
+            return Ok(None);
+        }
+        Ok(self.use_copy(c))
+    }
+
+    /// The copy at `key` in the table, if it is account `owner`'s and
+    /// `len` bytes long.
+    fn copy_at(&self, key: usize, owner: u32, len: usize) -> Option<Arc<SectionCopy>> {
+        let guard = rcu::Guard::new();
+        self.copies
+            .load(key, &guard)
+            .filter(|c| c.owner.id == owner && c.bytes.len() == len)
+            .cloned()
+    }
+
+    /// Counts one more use of `c`, found in the table, under the lock.  A
+    /// copy whose last user left is taken back if it is kept; if not
+    /// (erased meanwhile, or left in the table for want of memory), it is
+    /// not used again.
+    fn use_copy(&self, c: Arc<SectionCopy>) -> Option<Arc<SectionCopy>> {
         let mut w = self.writer();
-        // A copy whose last user left is taken back if it is kept; if not
-        // (erased meanwhile, or left in the table for want of memory), it
-        // is not used again.
         if c.users.load(Ordering::Relaxed) == 0 {
             return w.take_kept(&c).then_some(c);
         }

@@ -62,6 +62,15 @@ pub(crate) struct RegisterRequest {
     pub(crate) holder: u32,
 }
 
+/// `req`'s text range as addresses.
+fn text_range(req: &RegisterRequest) -> Result<(usize, usize), Failure> {
+    let out_of_range = |_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range");
+    Ok((
+        usize::try_from(req.text_start).map_err(out_of_range)?,
+        usize::try_from(req.text_end).map_err(out_of_range)?,
+    ))
+}
+
 /// Checks that every byte of `[start, end)` is mapped executable.
 pub(super) fn text_is_mapped(
     mmap: &MmapReadGuard<'_>,
@@ -113,11 +122,18 @@ fn overlap_failure(existing: Option<&Section>, req: &RegisterRequest) -> Failure
 
 impl Registry {
     /// Registers `req` for `mm`, its bytes read from the caller's memory;
-    /// returns the handle.
+    /// returns the handle.  Bytes the caller's account holds a copy of are
+    /// compared where they are, not copied.
     pub(crate) fn register(&self, mm: &MmWithUser, req: &RegisterRequest) -> Result<u64, Failure> {
         let len = self.check_request(req)?;
         let addr = usize::try_from(req.sframe_data)
             .map_err(|_| Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section pointer out of range"))?;
+        // What exited just before counts no more (bounded: nobody pays for
+        // a storm of other processes' exits).
+        self.maintain(WRITER_MAINTENANCE);
+        if let Some(copy) = self.shared_copy_from_user(addr, len)? {
+            return self.insert_copy(mm, req, copy);
+        }
         let mut bytes = KVVec::new();
         UserSlice::new(UserPtr::from_addr(addr), len)
             .reader()
@@ -149,15 +165,24 @@ impl Registry {
             ));
         }
         self.check_request(req)?;
-        let text_start = usize::try_from(req.text_start)
-            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
-        let text_end = usize::try_from(req.text_end)
-            .map_err(|_| Failure::new(EINVAL, SFRAME_FAIL_NOT_TEXT, "text out of range"))?;
+        text_range(req)?;
         // What exited just before counts no more (bounded: nobody pays for
         // a storm of other processes' exits).
         self.maintain(WRITER_MAINTENANCE);
         let copy = self.get_copy(bytes, req.sframe_addr)?;
-        let result = self.insert(mm, req, text_start, text_end, &copy);
+        self.insert_copy(mm, req, copy)
+    }
+
+    /// Inserts a section of `copy`, whose use is counted, for `req` into
+    /// `mm`'s tree; gives the use back if it cannot.
+    fn insert_copy(
+        &self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        copy: Arc<SectionCopy>,
+    ) -> Result<u64, Failure> {
+        let result =
+            text_range(req).and_then(|(start, end)| self.insert(mm, req, start, end, &copy));
         if result.is_err() {
             self.writer().put_copy(&copy);
         }

@@ -1176,6 +1176,51 @@ static int case_kept(void)
 }
 
 /*
+ * Bytes that differ from a copy the account holds only in their middle
+ * (the key hashes the length and the first and last 4 KiB) are compared
+ * in full, not shared: the big section with one FDE in its middle broken
+ * fails validation (EINVAL), where sharing the held copy would answer
+ * EEXIST; the same once the copy is kept, and the intact bytes then take
+ * the kept copy back.
+ */
+static int case_middle(void)
+{
+	struct object o = sibling("libregistry-big.so");
+	const uint8_t *src = (const void *)(uintptr_t)o.sframe;
+	uint32_t nfdes, fdeoff, bad = 0xffffffff;
+	struct sframe_stats s0, s1;
+	size_t head, at;
+	uint8_t *m;
+	uint64_t h;
+
+	check(src[2] == 2, "libregistry-big.so's section is not SFrame V2");
+	head = 28 + src[7];
+	memcpy(&nfdes, src + 8, 4);
+	memcpy(&fdeoff, src + 20, 4);
+	/* The middle FDE's FRE count (V2 FDEs: 20 bytes, the count at 12). */
+	at = head + fdeoff + (size_t)(nfdes / 2) * 20 + 12;
+	check(at > 4096 && at + 4 + 4096 < o.sframe_len, "the big section is too small (%llu bytes)",
+	      U(o.sframe_len));
+	m = malloc(o.sframe_len);
+	check(m != NULL, "malloc");
+	memcpy(m, src, o.sframe_len);
+	memcpy(m + at, &bad, 4);
+	expect(reg(&o, &h), 0, "register the big section");
+	expect(reg_raw(-1, m, o.sframe_len, o.sframe, o.text, o.text_end, NULL), -EINVAL,
+	       "the same bytes but a broken FDE in the middle, the copy held");
+	expect(unreg_handle(-1, h), 0, "unregister");
+	s0 = stats();
+	expect(reg_raw(-1, m, o.sframe_len, o.sframe, o.text, o.text_end, NULL), -EINVAL,
+	       "the same bytes but a broken FDE in the middle, the copy kept");
+	expect(reg(&o, &h), 0, "register the big section again");
+	s1 = stats();
+	check(s1.kept_reused == s0.kept_reused + 1, "the intact bytes did not take the kept copy back");
+	expect(unreg_handle(-1, h), 0, "unregister");
+	free(m);
+	return 0;
+}
+
+/*
  * Loaded with max_kept_bytes=MAX: a child registers N distinct copies
  * (of one size) and exits; what is kept stays within a quarter of MAX
  * (the per-user share), the oldest let go.
@@ -1368,6 +1413,8 @@ int main(int argc, char **argv)
 		return case_share(n ? n : 100);
 	if (!strcmp(what, "kept"))
 		return case_kept();
+	if (!strcmp(what, "middle"))
+		return case_middle();
 	if (!strcmp(what, "kept-bound"))
 		return case_kept_bound(n, argc > 3 ? strtoull(argv[3], NULL, 0) : 0);
 	if (!strcmp(what, "churn"))
