@@ -135,7 +135,8 @@ unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned 
 }
 
 /*
- * The word at user address @addr into @word, inside the window: with
+ * The word at user address @addr into @word, inside the window (or where
+ * page faults are allowed: a fault then pages the word in): with
  * __get_user().  Returns 0, or -EFAULT if it is not readable.
  */
 int sframe_read_user_word(unsigned long addr, u64 *word)
@@ -149,8 +150,9 @@ int sframe_read_user_word(unsigned long addr, u64 *word)
 
 /*
  * The words at user addresses @a and @b into @words[0] and @words[1],
- * inside the window: with __get_user(), as perf's own walk reads a frame
- * record.  Returns 0, or -EFAULT if either is not readable.
+ * inside the window (or where page faults are allowed): with
+ * __get_user(), as perf's own walk reads a frame record.  Returns 0, or
+ * -EFAULT if either is not readable.
  */
 int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words)
 {

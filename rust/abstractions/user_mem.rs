@@ -163,9 +163,28 @@ impl FaultingUserMemory<'_> {
 }
 
 impl Memory for FaultingUserMemory<'_> {
+    /// The word with `get_user()`'s one load, not a copy: a fault pages
+    /// it in.
     fn read_u64(&mut self, addr: u64) -> Option<u64> {
-        let mut word = [0u8; 8];
-        self.read(addr, &mut word).then(|| u64::from_le_bytes(word))
+        might_fault();
+        let addr = usize::try_from(addr).ok()?;
+        let mut word = 0u64;
+        // SAFETY: `word` is writable. The helper reads only a user address
+        // (`access_ok()`); a fault sleeps to page it in, which this
+        // reader's callers allow (task context, no lock a fault takes, see
+        // the type).
+        let err = unsafe { ffi::sframe_read_user_word(addr, &mut word) };
+        (err == 0).then_some(word)
+    }
+
+    /// The two words with one load each, as [`Self::read_u64`] reads one.
+    fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
+        might_fault();
+        let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
+        let mut words = [0u64; 2];
+        // SAFETY: `words` is writable for two words; as for `read_u64`.
+        let err = unsafe { ffi::sframe_read_user_words(a, b, words.as_mut_ptr()) };
+        (err == 0).then_some((words[0], words[1]))
     }
 
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
