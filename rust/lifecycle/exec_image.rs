@@ -16,6 +16,7 @@ use crate::{
     arch,
     sframe::unwind::Memory, //
 };
+use kernel::prelude::*;
 
 const PT_LOAD: u32 = 1;
 const PT_PHDR: u32 = 6;
@@ -39,6 +40,8 @@ pub(crate) enum ImageError {
     BadPhdrs,
     /// An address computation overflows.
     Overflow,
+    /// No memory for the program headers.
+    NoMemory,
 }
 
 impl ImageError {
@@ -49,6 +52,7 @@ impl ImageError {
             Self::NotElf => arch::NOT_ELF,
             Self::BadPhdrs => "malformed program headers",
             Self::Overflow => "addresses overflow",
+            Self::NoMemory => "out of memory",
         }
     }
 }
@@ -83,42 +87,45 @@ impl Phdr {
     }
 }
 
-/// The program headers of one object, in user memory: read one at a time
-/// (a table of them would not fit on the kernel stack).
+/// The program headers of one object, read from user memory in one read
+/// (into the heap: a table of them would not fit on the kernel stack).
+/// At exec each read of the process's memory takes its `mmap_lock` and
+/// walks its page tables: one per header was most of what an exec of a
+/// program without `.sframe` cost the module.
 struct Phdrs {
-    addr: u64,
+    raw: KVec<u8>,
     count: usize,
 }
 
 impl Phdrs {
-    fn new(addr: u64, count: usize) -> Result<Self, ImageError> {
+    fn new(mem: &mut impl Memory, addr: u64, count: usize) -> Result<Self, ImageError> {
         if count == 0 || count > MAX_PHDRS {
             return Err(ImageError::BadPhdrs);
         }
-        Ok(Self { addr, count })
-    }
-
-    /// Header `i`, or an error if it cannot be read.
-    fn get(&self, mem: &mut impl Memory, i: usize) -> Result<Phdr, ImageError> {
-        let at = (i as u64)
-            .checked_mul(PHDR_SIZE as u64)
-            .and_then(|o| self.addr.checked_add(o))
-            .ok_or(ImageError::Overflow)?;
-        let mut raw = [0u8; PHDR_SIZE];
-        if !mem.read(at, &mut raw) {
+        // At most MAX_PHDRS headers: no overflow.
+        let len = count * PHDR_SIZE;
+        addr.checked_add(len as u64).ok_or(ImageError::Overflow)?;
+        let mut raw = KVec::from_elem(0u8, len, GFP_KERNEL).map_err(|_| ImageError::NoMemory)?;
+        if !mem.read(addr, &mut raw) {
             return Err(ImageError::Unreadable);
         }
-        Ok(Phdr::parse(&raw))
+        Ok(Self { raw, count })
+    }
+
+    /// Header `i` (below `count`).
+    fn get(&self, i: usize) -> Result<Phdr, ImageError> {
+        let raw = i
+            .checked_mul(PHDR_SIZE)
+            .and_then(|at| self.raw.get(at..at.checked_add(PHDR_SIZE)?))
+            .and_then(|b| <&[u8; PHDR_SIZE]>::try_from(b).ok())
+            .ok_or(ImageError::BadPhdrs)?;
+        Ok(Phdr::parse(raw))
     }
 
     /// The first header that `pred` accepts.
-    fn find(
-        &self,
-        mem: &mut impl Memory,
-        pred: impl Fn(&Phdr) -> bool,
-    ) -> Result<Option<Phdr>, ImageError> {
+    fn find(&self, pred: impl Fn(&Phdr) -> bool) -> Result<Option<Phdr>, ImageError> {
         for i in 0..self.count {
-            let p = self.get(mem, i)?;
+            let p = self.get(i)?;
             if pred(&p) {
                 return Ok(Some(p));
             }
@@ -138,7 +145,7 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
-    fn new(mem: &mut impl Memory, phdrs: &Phdrs, bias: u64) -> Result<Self, ImageError> {
+    fn new(phdrs: &Phdrs, bias: u64) -> Result<Self, ImageError> {
         let at = |p: &Phdr| -> Result<(u64, u64), ImageError> {
             let start = p.p_vaddr.checked_add(bias).ok_or(ImageError::Overflow)?;
             let end = start.checked_add(p.p_memsz).ok_or(ImageError::Overflow)?;
@@ -146,7 +153,7 @@ impl Layout {
         };
         let mut layout = Self::default();
         for i in 0..phdrs.count {
-            let p = phdrs.get(mem, i)?;
+            let p = phdrs.get(i)?;
             if p.p_type == PT_GNU_SFRAME && p.p_memsz != 0 && layout.sframe.is_none() {
                 let (start, end) = at(&p)?;
                 layout.sframe = Some((start, end - start));
@@ -178,8 +185,8 @@ impl Layout {
         at_phnum: u64,
     ) -> Result<Self, ImageError> {
         let count = usize::try_from(at_phnum).map_err(|_| ImageError::BadPhdrs)?;
-        let phdrs = Phdrs::new(at_phdr, count)?;
-        let bias = match phdrs.find(mem, |p| p.p_type == PT_PHDR)? {
+        let phdrs = Phdrs::new(mem, at_phdr, count)?;
+        let bias = match phdrs.find(|p| p.p_type == PT_PHDR)? {
             Some(p) => at_phdr.checked_sub(p.p_vaddr).ok_or(ImageError::Overflow)?,
             None => {
                 let header = at_phdr
@@ -189,10 +196,10 @@ impl Layout {
                 if ehdr.phoff != EHDR_SIZE as u64 || usize::from(ehdr.phnum) != count {
                     return Err(ImageError::BadPhdrs);
                 }
-                Self::bias_from_first_load(mem, &phdrs, header)?
+                Self::bias_from_first_load(&phdrs, header)?
             }
         };
-        Self::new(mem, &phdrs, bias)
+        Self::new(&phdrs, bias)
     }
 
     /// An object whose ELF header is mapped at `header` (the interpreter,
@@ -200,30 +207,26 @@ impl Layout {
     pub(crate) fn at_header(mem: &mut impl Memory, header: u64) -> Result<Self, ImageError> {
         let ehdr = Ehdr::read(mem, header)?;
         let addr = header.checked_add(ehdr.phoff).ok_or(ImageError::Overflow)?;
-        let phdrs = Phdrs::new(addr, usize::from(ehdr.phnum))?;
-        let bias = Self::bias_from_first_load(mem, &phdrs, header)?;
+        let phdrs = Phdrs::new(mem, addr, usize::from(ehdr.phnum))?;
+        let bias = Self::bias_from_first_load(&phdrs, header)?;
         // The headers were read as if the first segment maps the file from
         // offset zero: true only if it covers them.
         let end = ehdr
             .phoff
             .checked_add(u64::from(ehdr.phnum) * PHDR_SIZE as u64)
             .ok_or(ImageError::Overflow)?;
-        match phdrs.find(mem, |p| p.p_type == PT_LOAD)? {
+        match phdrs.find(|p| p.p_type == PT_LOAD)? {
             Some(first) if first.p_offset == 0 && end <= first.p_filesz => {}
             _ => return Err(ImageError::BadPhdrs),
         }
-        Self::new(mem, &phdrs, bias)
+        Self::new(&phdrs, bias)
     }
 
     /// The bias that puts file offset zero (the first `PT_LOAD`, which maps
     /// it) at `header`.
-    fn bias_from_first_load(
-        mem: &mut impl Memory,
-        phdrs: &Phdrs,
-        header: u64,
-    ) -> Result<u64, ImageError> {
+    fn bias_from_first_load(phdrs: &Phdrs, header: u64) -> Result<u64, ImageError> {
         let first = phdrs
-            .find(mem, |p| p.p_type == PT_LOAD)?
+            .find(|p| p.p_type == PT_LOAD)?
             .ok_or(ImageError::BadPhdrs)?;
         if first.p_offset != 0 {
             return Err(ImageError::BadPhdrs);
