@@ -6,9 +6,12 @@
 //!
 //! A copy is found by the keyed hash of its owner's UID and its bytes'
 //! length and ends ([`copy_key`]) in [`Registry::copies`](super::Registry);
-//! a comparison of the bytes decides.  A copy counts its users (sections) under the registry lock;
-//! the last one leaving removes it from the table and uncharges its bytes,
-//! and the memory goes when the last RCU-deferred section lets go of it.
+//! a comparison of the bytes decides.  A copy counts its users (sections)
+//! under the registry lock; the last one leaving uncharges its bytes and
+//! keeps the copy for the next registration of the same bytes
+//! ([`super::kept`]) or removes it from the table; the memory goes when
+//! the table, the kept list and the last RCU-deferred section let go of
+//! it.
 //!
 //! A copy keeps its lookup index ([`CopyIndex`]), built once when the
 //! copy is made, and its owner is charged for both ([`copy_charge`]).

@@ -18,7 +18,8 @@
 //! `max_total_bytes`.  When a bound is reached the oldest go first, and a
 //! new copy that needs the room pushes kept ones out: keeping is a cache,
 //! and a kept copy gone only costs the next registration a validation.
-//! `max_kept_bytes=0` keeps nothing.
+//! `max_kept_bytes=0` keeps nothing.  At most 1,024 copies are kept, 256
+//! per account: the list is searched under the registry lock.
 //!
 //! A kept copy's memory stays charged to the memory cgroup that made it.
 //! Its owner's account stays while it keeps copies, so a copy taken back
@@ -32,6 +33,11 @@ use super::{
     Writer, //
 };
 use core::sync::atomic::Ordering;
+
+/// Most kept copies, module-wide and per account: the kept list is
+/// searched under the registry lock.
+const MAX_KEPT: usize = 1024;
+const MAX_KEPT_PER_USER: u32 = 256;
 use kernel::{
     prelude::*,
     sync::Arc, //
@@ -48,9 +54,33 @@ impl Writer<'_> {
         if !copy.indexed || self.shared().shutting_down || len > per_user {
             return false;
         }
-        let owner = copy.owner.id;
-        while copy.owner.kept_bytes.load(Ordering::Relaxed) + len > per_user {
-            if !self.let_go_oldest(Some(owner)) {
+        // Counted as one of its owner's kept copies from here on: letting
+        // the owner's older ones go must not forget the account this one
+        // stays charged to (`forget_if_idle` looks at the count).
+        copy.owner.kept.fetch_add(1, Ordering::Relaxed);
+        if !self.make_room(copy, len, per_user, max)
+            || self.shared().kept.push(copy.clone(), GFP_KERNEL).is_err()
+        {
+            copy.owner.kept.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        self.shared().kept_bytes += len;
+        copy.owner.kept_bytes.fetch_add(len, Ordering::Relaxed);
+        COUNTERS.kept_copies.fetch_add(1, Ordering::Relaxed);
+        COUNTERS.kept_bytes.fetch_add(len, Ordering::Relaxed);
+        true
+    }
+
+    /// Lets the oldest kept copies go until `copy`, of `len` bytes, fits:
+    /// its owner's first, within `per_user` bytes and [`MAX_KEPT_PER_USER`]
+    /// copies (`copy` counted already), then anyone's, within `max` bytes
+    /// and [`MAX_KEPT`] copies and, with the bytes in use,
+    /// `max_total_bytes`.  `false` if it cannot.
+    fn make_room(&mut self, copy: &SectionCopy, len: u64, per_user: u64, max: u64) -> bool {
+        while copy.owner.kept_bytes.load(Ordering::Relaxed) + len > per_user
+            || copy.owner.kept.load(Ordering::Relaxed) > MAX_KEPT_PER_USER
+        {
+            if !self.let_go_oldest(Some(copy.owner.id)) {
                 return false;
             }
         }
@@ -58,22 +88,13 @@ impl Writer<'_> {
         loop {
             let s = self.shared();
             let kept = s.kept_bytes.saturating_add(len);
-            if kept <= max && kept.saturating_add(s.bytes) <= max_total {
-                break;
+            if kept <= max && kept.saturating_add(s.bytes) <= max_total && s.kept.len() < MAX_KEPT {
+                return true;
             }
             if !self.let_go_oldest(None) {
                 return false;
             }
         }
-        if self.shared().kept.push(copy.clone(), GFP_KERNEL).is_err() {
-            return false;
-        }
-        self.shared().kept_bytes += len;
-        copy.owner.kept.fetch_add(1, Ordering::Relaxed);
-        copy.owner.kept_bytes.fetch_add(len, Ordering::Relaxed);
-        COUNTERS.kept_copies.fetch_add(1, Ordering::Relaxed);
-        COUNTERS.kept_bytes.fetch_add(len, Ordering::Relaxed);
-        true
     }
 
     /// Takes `copy` back into use if it is kept and its owner's byte limit

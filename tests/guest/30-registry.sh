@@ -75,6 +75,10 @@ check "insmod with max_kept_bytes of 8 copies" insmod_ioctl_only max_kept_bytes=
 check_show "kept copies: a user keeps a quarter of max_kept_bytes, the oldest go" \
 	"$R" kept-bound 5 $kept_max
 check "rmmod" rmmod sframe_unwind
+check "insmod with max_kept_bytes of 4 copies" insmod_ioctl_only max_kept_bytes=$((4 * (${charge:-1} + 4) + 2))
+check_show "a user's only kept copy pushed out by another: the next one taken back is charged to the user" \
+	setpriv --reuid=65534 --regid=65534 --clear-groups "$R" kept-one
+check "rmmod" rmmod sframe_unwind
 check "insmod with max_kept_bytes=0" insmod_ioctl_only max_kept_bytes=0
 check_show "max_kept_bytes=0: nothing is kept" "$R" kept-bound 3 0
 check "rmmod" rmmod sframe_unwind
