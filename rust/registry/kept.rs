@@ -33,15 +33,15 @@ use super::{
     Writer, //
 };
 use core::sync::atomic::Ordering;
+use kernel::{
+    prelude::*,
+    sync::Arc, //
+};
 
 /// Most kept copies, module-wide and per account: the kept list is
 /// searched under the registry lock.
 const MAX_KEPT: usize = 1024;
 const MAX_KEPT_PER_USER: u32 = 256;
-use kernel::{
-    prelude::*,
-    sync::Arc, //
-};
 
 impl Writer<'_> {
     /// Keeps `copy`, whose last user has just left and which has been
@@ -146,6 +146,7 @@ impl Writer<'_> {
         while self.let_go_oldest(None) {}
     }
 
+    /// Takes `kept`, just out of the kept list, out of the kept figures.
     fn uncount_kept(&mut self, kept: &SectionCopy) {
         let len = kept.charge();
         self.shared().kept_bytes -= len;
