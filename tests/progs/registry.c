@@ -1095,20 +1095,9 @@ static uint8_t *variant(const struct object *o, uint32_t n, uint64_t *len)
 /*
  * Registers variant N of O for the one-byte text range I bytes after the
  * start of case_self(): inside the span of the section's functions (more
- * than a thousand bytes of code follow it).
+ * than a thousand bytes of code follow it); its handle in *HANDLE if not
+ * NULL.
  */
-static int reg_variant(const struct object *o, uint32_t n, unsigned int i)
-{
-	uint64_t len;
-	uint8_t *v = variant(o, n, &len);
-	uint64_t text = (uintptr_t)case_self + i;
-	int ret = reg_raw(-1, v, len, o->sframe, text, text + 1, NULL);
-
-	free(v);
-	return ret;
-}
-
-/* reg_variant(), with the handle. */
 static int reg_variant_handle(const struct object *o, uint32_t n, unsigned int i, uint64_t *handle)
 {
 	uint64_t len;
@@ -1118,6 +1107,12 @@ static int reg_variant_handle(const struct object *o, uint32_t n, unsigned int i
 
 	free(v);
 	return ret;
+}
+
+/* reg_variant_handle() without the handle. */
+static int reg_variant(const struct object *o, uint32_t n, unsigned int i)
+{
+	return reg_variant_handle(o, n, i, NULL);
 }
 
 /* Registers variants FIRST to FIRST + N - 1 of O in a child that exits. */
