@@ -170,7 +170,7 @@ fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> Result<usize, Fai
 }
 
 /// `EFAULT` for section bytes that user memory does not give.
-fn unreadable() -> Failure {
+pub(super) fn unreadable() -> Failure {
     Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section bytes unreadable")
 }
 

@@ -13,7 +13,10 @@
 
 use super::{
     account::UserAccount,
-    copy::SectionCopy,
+    copy::{
+        unreadable,
+        SectionCopy, //
+    },
     counters::{
         limit,
         Failure,
@@ -138,14 +141,8 @@ impl Registry {
         UserSlice::new(UserPtr::from_addr(addr), len)
             .reader()
             .read_all(&mut bytes, GFP_KERNEL_ACCOUNT)
-            .map_err(|e| {
-                if e == EFAULT {
-                    Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section bytes unreadable")
-                } else {
-                    FAIL_MEM
-                }
-            })?;
-        self.register_bytes(mm, req, bytes)
+            .map_err(|e| if e == EFAULT { unreadable() } else { FAIL_MEM })?;
+        self.register_read(mm, req, bytes)
     }
 
     /// Registers `req` for `mm` with the section's `bytes`, read by the
@@ -158,17 +155,25 @@ impl Registry {
         bytes: KVVec<u8>,
     ) -> Result<u64, Failure> {
         if bytes.len() as u64 != req.sframe_len {
-            return Err(Failure::new(
-                EFAULT,
-                SFRAME_FAIL_FAULT,
-                "section bytes unreadable",
-            ));
+            return Err(unreadable());
         }
         self.check_request(req)?;
-        text_range(req)?;
         // What exited just before counts no more (bounded: nobody pays for
         // a storm of other processes' exits).
         self.maintain(WRITER_MAINTENANCE);
+        self.register_read(mm, req, bytes)
+    }
+
+    /// Registers `req` for `mm` with its `bytes`, read whole and checked
+    /// against the request, the maintenance done: shared with the
+    /// account's copy of them, or validated as a new one.
+    fn register_read(
+        &self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        bytes: KVVec<u8>,
+    ) -> Result<u64, Failure> {
+        text_range(req)?;
         let copy = self.get_copy(bytes, req.sframe_addr)?;
         self.insert_copy(mm, req, copy)
     }
