@@ -29,9 +29,8 @@ if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
 	NO_DEFER="arm64 has no deferred user unwinding (CONFIG_UNWIND_USER) in Linux 7.3"
 fi
 # The recordings' callchains are checked on the host (scripts/run-tests),
-# where perf script is fast, except in the arm64 guest: the host's perf
-# cannot read arm64 objects, so the suite checks them itself.
-chains_here() { [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; }
+# where perf script is fast; the arm64 guest's too, with perf reading the
+# arm64 objects under --symfs (tests/perf/chains.py).
 : "${TEST_GROUP:=$(basename "$0" .sh)}"
 _n=0
 
@@ -79,22 +78,6 @@ check_fails() {
 # skip NAME REASON: a check this kernel cannot run, counted as passed and
 # marked as a TAP skip with the reason.
 skip() { _result ok "$1 # SKIP $2"; }
-
-# tap_results FILE TAG NAME: a host-side checker's TAP output (FILE, run
-# here where the host cannot: arm64 recordings) as this suite's results,
-# each "N - TAG: " prefix replaced by "NAME: "; other lines shown.  A FILE
-# without any "ok" line (the checker failed to run) is a failure.
-tap_results() {
-	local file=$1 tag=$2 name=$3 line
-	while IFS= read -r line; do
-		case $line in
-		"ok "*) _result ok "$name: ${line#ok * - "$tag": }" ;;
-		"not ok "*) _result "not ok" "$name: ${line#not ok * - "$tag": }" ;;
-		*) printf '%s\n' "$line" ;;
-		esac
-	done <"$file"
-	grep -q '^ok' "$file" || _result "not ok" "$name: the checker ran"
-}
 
 # The kernel under test: "test" (the debug test kernel) or the name given
 # to guest-run --kernel (debian-7.3).  A debugging feature missing from the

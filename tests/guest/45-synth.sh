@@ -4,19 +4,19 @@
 # and python3) run under `sframectl run` (the audit library generates and
 # caches their sections) and are recorded with perf -g and --call-graph
 # fp,defer, with the module and without it (the baseline), and with
-# --call-graph dwarf, whose call paths the host check compares with ours.
+# --call-graph dwarf, whose call paths the host check compares with ours
+# (not on arm64: see ARM64 in tests/perf/synth_chains.py).
 # All four run in one recording per configuration: perf's own start and
 # end cost more than the workloads under TCG.  The recordings go to
 # $SFRAME_OUT/synth; their chains are counted on the host by
 # tests/perf/synth_chains.py (scripts/run-tests runs it in the guest root,
-# where perf script is fast).  Here: the cache (cold, warm, corrupt,
+# where perf script is fast; $SFRAME_OUT/synth/recordings names those to
+# check when they are not all of them).  Here: the cache (cold, warm, corrupt,
 # unwritable, switched off) and register --pid of a stock program.
 . "$SFRAME_SRC/tests/lib.sh"
 
 CTL=$SFRAMECTL
-# arm64: no fp,defer (Linux 7.3 has no CONFIG_UNWIND_USER there), and the
-# chains checked here by synth_chains.py (the host's perf cannot read
-# arm64 objects).
+# arm64: no fp,defer (Linux 7.3 has no CONFIG_UNWIND_USER there).
 defer=$DEFER
 no_defer=$NO_DEFER
 D=$SFRAME_OUT/synth
@@ -145,11 +145,11 @@ else
 fi
 check "no samples lost" sh -c "! grep -q -i 'lost' $D/module-*.log"
 # The same under DWARF unwinding, whose call paths ours must agree with.
-check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
-if chains_here; then
-	# synth_chains.py's checks, here, each one of this suite's results.
-	python3 "$SFRAME_SRC/tests/perf/synth_chains.py" check "$D" module-g base-g >"$D/chains.tap" 2>&1
-	tap_results "$D/chains.tap" synth synth
+if [ "${SFRAME_ARCH:-x86_64}" != arm64 ]; then
+	check "perf record --call-graph dwarf" record dwarf --call-graph dwarf
+else
+	skip "perf record --call-graph dwarf" "no reference on arm64 (tests/perf/synth_chains.py)"
+	echo "module-g base-g" >"$D/recordings"
 fi
 
 # make stress: the four doing far more work (libc-work 100 times, about

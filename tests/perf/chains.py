@@ -13,9 +13,21 @@ with.  No fixed text is compared: samples are parsed into frames.
                             or the NAMEs given: arm64 has no fp,defer)
   chains.py demo BASE MOD   the two callchains of one leaf side by side
   chains.py share FILE      "complete total" for one recording
+  chains.py save DIR NAME...
+                            keep perf script's output of the recordings
+                            NAME beside them, for a check elsewhere (the
+                            arm64 guest's DWARF recordings: the host's
+                            perf cannot unwind aarch64 stacks)
+
+Recordings of the arm64 guest are checked on the x86-64 host: with
+SFRAME_PERF_SYMFS=DIR, perf reads the objects under DIR (the guest's
+root, and its shared directories at their own paths; see
+scripts/run-tests).  Each check reads the recordings' architecture from
+their header, not from the machine it runs on.
 """
 
 import collections
+import hashlib
 import os
 import re
 import subprocess
@@ -68,14 +80,50 @@ def own(frame):
     return (base.startswith(PROG) or base.startswith(LIB)) and sym in OWN
 
 
+def saved_script(path, args):
+    """Where save() keeps perf script's output of PATH for ARGS."""
+    key = hashlib.sha256("\0".join(args).encode()).hexdigest()[:12]
+    return f"{path}.script-{key}"
+
+
+def perf_script(path, *args):
+    """perf script's output for the recording PATH with the options ARGS:
+    a copy saved beside it for the same ARGS if there is one (see save()),
+    else perf's own, reading objects under $SFRAME_PERF_SYMFS if set."""
+    saved = saved_script(path, args)
+    if os.path.exists(saved) and os.path.getmtime(saved) >= os.path.getmtime(path):
+        with open(saved, encoding="utf-8", errors="replace") as f:
+            return f.read()
+    cmd = ["perf", "script", "-i", path, *args]
+    if os.environ.get("SFRAME_PERF_SYMFS"):
+        cmd.append("--symfs=" + os.environ["SFRAME_PERF_SYMFS"])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    if os.environ.get("SFRAME_PERF_SAVE") == "1":
+        with open(saved, "w", encoding="utf-8") as f:
+            f.write(out)
+    return out
+
+
+def recorded_arch(path):
+    """The machine the recording PATH was made on ("aarch64", "x86_64"),
+    from its header."""
+    out = subprocess.run(["perf", "report", "-i", path, "--header-only"],
+                         check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^# arch : (\S+)$", out, re.M)
+    return m.group(1) if m else None
+
+
+def arm64(path):
+    """Whether the recording PATH was made on arm64."""
+    return recorded_arch(path) == "aarch64"
+
+
 def script_samples(path, timed=False):
     """Yield (comm, user frames leaf first as (sym, dso)) for each sample
     of the recording PATH (also used by daemon_chains.py); with TIMED,
     (comm, pid, time in ns, frames)."""
     fields = "comm,pid,time,ip,sym,dso" if timed else "comm,tid,ip,sym,dso"
-    out = subprocess.run(
-        ["perf", "script", "-i", path, "-F", fields, "--no-inline", "--ns"],
-        check=True, capture_output=True, text=True).stdout
+    out = perf_script(path, "-F", fields, "--no-inline", "--ns")
     head, frames = None, None
     for line in out.splitlines():
         m = FRAME.match(line)
@@ -329,6 +377,11 @@ def main():
         counts, _, _ = tally(sys.argv[2])
         complete, total = share(counts)
         print(complete, total)
+        return 0
+    if len(sys.argv) >= 4 and sys.argv[1] == "save":
+        os.environ["SFRAME_PERF_SAVE"] = "1"
+        for name in sys.argv[3:]:
+            tally(os.path.join(sys.argv[2], name + ".data"))
         return 0
     print(__doc__, file=sys.stderr)
     return 2

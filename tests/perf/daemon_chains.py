@@ -70,7 +70,7 @@ PROGRAMS = {
 }
 ROOTS = {"main", "thread_start", "__libc_start_main", "__libc_start_call_main",
          "start_thread"}
-# arm64 (the check runs in the arm64 guest): Debian's libc and programs
+# arm64 (recordings whose header says aarch64): Debian's libc and programs
 # keep their frame records (AArch64 GCC's default), and code built with
 # -fomit-frame-pointer leaves x29 alone, so a frame-pointer walk from a
 # leaf of ours jumps straight to libc's start frames (the first arm64
@@ -80,15 +80,15 @@ ROOTS = {"main", "thread_start", "__libc_start_main", "__libc_start_call_main",
 # start; and Debian's programs' chains are whole without the daemon
 # (gzip, od, sort: 98.4%, 99.6%, 97.1% outside loading), so "broken
 # without it" is no check for them.
-ARM64 = os.uname().machine == "aarch64"
+# (arm64: recordings whose header says aarch64.)
 OWN_ROOTS = {"main", "thread_start"}
 SYMBOLS = ("sframe-workload", "dlwork")
 DEBIANS = ("gzip", "od", "sort")
 
 
-def roots(comm):
-    """The frames that end a complete chain of COMM's."""
-    return OWN_ROOTS if ARM64 and comm in SYMBOLS else ROOTS
+def roots(comm, arm64):
+    """The frames that end a complete chain of COMM's (recorded on arm64)."""
+    return OWN_ROOTS if arm64 and comm in SYMBOLS else ROOTS
 CONFIGS = ("daemon-g", "daemon-defer", "base-g")
 # make stress only: long runs, with the daemon.
 LONG = ("long-g", "long-defer")
@@ -190,8 +190,10 @@ def check(directory, configs=CONFIGS):
                 result(False, f"{config}: recording exists")
             continue
         by_comm, _ = by_program(path)
+        arm64 = chains.arm64(path)
         for comm, (what, broken) in PROGRAMS.items():
-            complete, total, load, early, ends = tally(by_comm[comm], registered, roots(comm))
+            complete, total, load, early, ends = tally(by_comm[comm], registered,
+                                                       roots(comm, arm64))
             rest = total - load
             share = complete / max(total, 1)
             print(f"# {config} {comm}: {complete}/{total} samples reach the start "
@@ -201,7 +203,7 @@ def check(directory, configs=CONFIGS):
                   f"without them {complete}/{rest - early} "
                   f"({100 * complete / max(rest - early, 1):.1f}%)")
             if config.startswith("base"):
-                if broken and ARM64 and comm in DEBIANS:
+                if broken and arm64 and comm in DEBIANS:
                     result(True, f"{config}: {what}: without the daemon, chains broken "
                                  f"({complete}/{total}) # SKIP Debian's arm64 programs keep "
                                  f"frame records")
@@ -235,10 +237,11 @@ def figures(directory):
         if not os.path.exists(path):
             continue
         by_comm, count = by_program(path)
+        arm64 = chains.arm64(path)
         print(f"{config}: {os.path.getsize(path) / max(count, 1):.0f} bytes per sample "
               f"({count} samples)")
         for comm in PROGRAMS:
-            complete, total, load, _, _ = tally(by_comm[comm], {}, roots(comm))
+            complete, total, load, _, _ = tally(by_comm[comm], {}, roots(comm, arm64))
             print(f"  {comm:16} {100 * complete / max(total, 1):5.1f}% of {total:5} samples, "
                   f"{100 * complete / max(total - load, 1):5.1f}% outside loading")
 

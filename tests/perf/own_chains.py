@@ -10,15 +10,15 @@
       TAP results for the recordings tests/guest/35-lifecycle.sh left in DIR
       (or for DIR/NAME.data only: the arm64 guest has no module-defer).
 
-Run on the host, in the guest root (perf script is slow under TCG); in the
-arm64 guest, by the suite itself (the host's perf cannot read arm64
-objects).
+Run on the host, in the x86-64 guest root (perf script is slow under
+TCG), for the arm64 guest's recordings too (see chains.py).
 """
 
 import os
 import re
-import subprocess
 import sys
+
+from chains import perf_script
 
 FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
 
@@ -30,8 +30,7 @@ def symbol(text):
 
 def chains(data, comm):
     """Each sample's user frames (function names, leaf first) of COMM."""
-    out = subprocess.run(["perf", "script", "-i", data, "-F", "comm,ip,sym,dso", "--no-inline"],
-                         capture_output=True, text=True, check=True).stdout
+    out = perf_script(data, "-F", "comm,ip,sym,dso", "--no-inline")
     chain, ours = [], False
     for line in out.splitlines() + [""]:
         m = FRAME.match(line)

@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
+"""Complete callchains through libsfwork.so in the recordings of
+tests/guest/50-loader.sh (dlwork under sframectl run, perf record -g).
+
+  loader_chains.py check DIR [NAME...]
+      TAP results for DIR/NAME.data (dlopen, reopen, pid by default)
+
+Counts the samples whose user leaf is in the library (sfwork_inner,
+sfwork_middle, sfwork_outer) and, of those, the ones whose chain goes on
+through the library's callers to dlwork's run_work and main, in order:
+at least MIN_PERCENT of at least MIN_SAMPLES must be.  Run on the host,
+in the guest's root (perf script is slow under TCG; an arm64 guest's
+recordings as chains.py says).
+"""
+
+import os
+import re
+import sys
+
+from chains import perf_script
+
+LIB = ["sfwork_inner", "sfwork_middle", "sfwork_outer"]
+CALLERS = ["run_work", "main"]
+FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
+MIN_PERCENT = 90
+MIN_SAMPLES = 20
+RECORDINGS = {
+    "dlopen": "complete chains through the dlopen()ed library",
+    "reopen": "complete chains after the re-dlopen",
+    "pid": "complete chains after register --pid",
+}
+
+
+def symbol(text):
+    """The function name: no +offset, no .constprop/.isra clone suffix."""
+    return text.split("+")[0].split(".")[0]
+
+
+def samples(data):
+    """Each sample's user frames (function names, leaf first)."""
+    out = perf_script(data, "-F", "comm,ip,sym,dso", "--no-inline")
+    chain = []
+    for line in out.splitlines() + [""]:
+        m = FRAME.match(line)
+        if m:
+            if "[kernel" not in m.group(3):
+                chain.append(symbol(m.group(2)))
+        elif chain:
+            yield chain
+            chain = []
+
+
+def complete(chain):
+    """Leaf in the library, then its callers in order, then run_work, main."""
+    if chain[0] not in LIB:
+        return None
+    expect = LIB[LIB.index(chain[0]):] + CALLERS
+    return chain[:len(expect)] == expect
+
+
+def check(directory, names):
+    failed = 0
+    for n, name in enumerate(names, 1):
+        path = os.path.join(directory, name + ".data")
+        good = total = 0
+        if os.path.exists(path):
+            verdicts = [v for v in map(complete, samples(path)) if v is not None]
+            good, total = sum(verdicts), len(verdicts)
+        ok = total >= MIN_SAMPLES and 100 * good >= MIN_PERCENT * total
+        failed += not ok
+        print(f"{'ok' if ok else 'not ok'} {n} - loader: {RECORDINGS.get(name, name)}: "
+              f">= {MIN_PERCENT}% of at least {MIN_SAMPLES} samples in libsfwork.so "
+              f"({good}/{total})")
+    return 1 if failed else 0
+
+
+def main():
+    if len(sys.argv) >= 3 and sys.argv[1] == "check":
+        return check(sys.argv[2], sys.argv[3:] or list(RECORDINGS))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
