@@ -7,7 +7,8 @@
 //! - `daemon.lock`: the daemon holds an exclusive `flock()` on it while it
 //!   runs, and writes its pid into it.  The kernel drops the lock when the
 //!   daemon dies however it dies, so a stale file says nothing: `status`
-//!   asks for a shared lock, and is refused exactly while a daemon runs.
+//!   asks for a shared lock, and is refused exactly while a daemon runs
+//!   (and a daemon starting while a `status` holds it tries again).
 //! - `daemon.state`: the daemon's counters, `name: value` lines, replaced
 //!   whole (written under a temporary name, then renamed).
 
@@ -24,9 +25,15 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::path::PathBuf;
+use std::time::Duration;
 
 const LOCK: &str = "daemon.lock";
 const STATE: &str = "daemon.state";
+/// How long a starting daemon tries for the lock: `status` holds a shared
+/// lock on it for an instant, and a daemon starting in that instant must
+/// not take it for another daemon.  One that runs is still refused.
+const LOCK_TRIES: u32 = 40;
+const LOCK_RETRY: Duration = Duration::from_millis(25);
 
 /// The run directory: `$SFRAME_RUN_DIR`, else `/run/sframe-unwind`.
 pub(crate) fn default_dir() -> PathBuf {
@@ -65,7 +72,16 @@ impl Lock {
             .custom_flags(libc::O_NOFOLLOW)
             .open(&path)
             .with_context(|| format!("cannot open {}", path.display()))?;
-        if let Err(err) = flock(&file, libc::LOCK_EX) {
+        let mut tries = 1;
+        let mut locked = flock(&file, libc::LOCK_EX);
+        while tries < LOCK_TRIES
+            && matches!(&locked, Err(err) if err.raw_os_error() == Some(libc::EWOULDBLOCK))
+        {
+            std::thread::sleep(LOCK_RETRY);
+            tries += 1;
+            locked = flock(&file, libc::LOCK_EX);
+        }
+        if let Err(err) = locked {
             if err.raw_os_error() == Some(libc::EWOULDBLOCK) {
                 let pid = read_pid(&mut file).map_or_else(|| "?".into(), |p| p.to_string());
                 return Err(anyhow!(
@@ -165,6 +181,26 @@ mod tests {
         // The files stay; the lock went with the daemon.
         assert!(dir.join(LOCK).exists());
         assert_eq!(probe(&dir), Daemon::NotRunning);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A `status` that holds its shared lock while a daemon starts (seen in
+    /// the arm64 guest: "another daemon is running (pid ?)", with none).
+    #[test]
+    fn a_daemon_starting_during_a_status_gets_the_lock() {
+        let dir = std::env::temp_dir().join(format!("sframe-run-dir-st-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        drop(Lock::acquire(&dir).unwrap());
+        let prober = File::open(dir.join(LOCK)).unwrap();
+        flock(&prober, libc::LOCK_SH).unwrap();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(LOCK_RETRY * 4);
+            drop(prober);
+        });
+        let lock = Lock::acquire(&dir);
+        releaser.join().unwrap();
+        assert!(lock.is_ok(), "{:?}", lock.err());
+        drop(lock);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
