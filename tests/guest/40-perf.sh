@@ -167,10 +167,12 @@ if [ "${SFRAME_ARCH:-x86_64}" = arm64 ]; then
 	D=$SFRAME_OUT/perf
 	# shellcheck disable=SC2086 # $dwarf: empty when the kernel refused it
 	arm64_to_check() {
-		to_check "$SFRAME_OUT/perf" module-g base-g $dwarf &&
-			to_check "$SFRAME_OUT/perf-pac" module-g base-g &&
-			to_check "$SFRAME_OUT/perf-v3" module-g base-g $dwarf &&
-			to_check "$SFRAME_OUT/perf-v3-pac" module-g base-g
+		local rc=0
+		to_check "$SFRAME_OUT/perf" module-g base-g $dwarf || rc=1
+		to_check "$SFRAME_OUT/perf-pac" module-g base-g || rc=1
+		to_check "$SFRAME_OUT/perf-v3" module-g base-g $dwarf || rc=1
+		to_check "$SFRAME_OUT/perf-v3-pac" module-g base-g || rc=1
+		return $rc
 	}
 	check "perf script of the DWARF recordings, for the host" arm64_to_check
 fi

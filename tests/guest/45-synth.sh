@@ -5,7 +5,7 @@
 # caches their sections) and are recorded with perf -g and --call-graph
 # fp,defer, with the module and without it (the baseline), and with
 # --call-graph dwarf, whose call paths the host check compares with ours
-# (not on arm64: see ARM64 in tests/perf/synth_chains.py).
+# (not on arm64: see the arm64 note in tests/perf/synth_chains.py).
 # All four run in one recording per configuration: perf's own start and
 # end cost more than the workloads under TCG.  The recordings go to
 # $SFRAME_OUT/synth; their chains are counted on the host by

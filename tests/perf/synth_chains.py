@@ -267,7 +267,7 @@ def compare_dwarf(directory, recorded, arm64):
     --call-graph dwarf (dwarf.data) against ours, leaf by leaf, by the
     agreement rule of tests/perf/chains.py; and, as figures, each
     unwinder's complete share and bytes per sample.  None for arm64
-    recordings (see ARM64 above)."""
+    recordings (see the arm64 note above)."""
     path = os.path.join(directory, "dwarf.data")
     if arm64:
         return ["ok {n} - synth: call paths agree with --call-graph dwarf # SKIP arm64: "
