@@ -15,14 +15,12 @@ recordings as chains.py says).
 """
 
 import os
-import re
 import sys
 
-from chains import perf_script
+from own_chains import chains
 
 LIB = ["sfwork_inner", "sfwork_middle", "sfwork_outer"]
 CALLERS = ["run_work", "main"]
-FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
 MIN_PERCENT = 90
 MIN_SAMPLES = 20
 RECORDINGS = {
@@ -30,25 +28,6 @@ RECORDINGS = {
     "reopen": "complete chains after the re-dlopen",
     "pid": "complete chains after register --pid",
 }
-
-
-def symbol(text):
-    """The function name: no +offset, no .constprop/.isra clone suffix."""
-    return text.split("+")[0].split(".")[0]
-
-
-def samples(data):
-    """Each sample's user frames (function names, leaf first)."""
-    out = perf_script(data, "-F", "comm,ip,sym,dso", "--no-inline")
-    chain = []
-    for line in out.splitlines() + [""]:
-        m = FRAME.match(line)
-        if m:
-            if "[kernel" not in m.group(3):
-                chain.append(symbol(m.group(2)))
-        elif chain:
-            yield chain
-            chain = []
 
 
 def complete(chain):
@@ -65,7 +44,7 @@ def check(directory, names):
         path = os.path.join(directory, name + ".data")
         good = total = 0
         if os.path.exists(path):
-            verdicts = [v for v in map(complete, samples(path)) if v is not None]
+            verdicts = [v for v in map(complete, chains(path)) if v is not None]
             good, total = sum(verdicts), len(verdicts)
         ok = total >= MIN_SAMPLES and 100 * good >= MIN_PERCENT * total
         failed += not ok

@@ -15,12 +15,9 @@ TCG), for the arm64 guest's recordings too (see chains.py).
 """
 
 import os
-import re
 import sys
 
-from chains import perf_script
-
-FRAME = re.compile(r"^\s+([0-9a-f]+)\s+(.*?)\s+\((.*)\)\s*$")
+from chains import FRAME, perf_script
 
 
 def symbol(text):
@@ -28,8 +25,9 @@ def symbol(text):
     return text.split("+")[0].split(".")[0]
 
 
-def chains(data, comm):
-    """Each sample's user frames (function names, leaf first) of COMM."""
+def chains(data, comm=None):
+    """Each sample's user frames (function names, leaf first) of COMM, or
+    of every process."""
     out = perf_script(data, "-F", "comm,ip,sym,dso", "--no-inline")
     chain, ours = [], False
     for line in out.splitlines() + [""]:
@@ -42,7 +40,7 @@ def chains(data, comm):
             yield chain
         chain = []
         fields = line.split()
-        ours = bool(fields) and fields[0] == comm
+        ours = bool(fields) and comm in (None, fields[0])
 
 
 def complete(chain, prefix, root):
