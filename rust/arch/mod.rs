@@ -20,9 +20,9 @@
 //! - [`walk`]: the decoder's walk for this ABI (where the return address
 //!   and the frame pointer live, the signal-return trampoline).
 //! - [`SFRAME_ABI`], [`ELF_MACHINE`] and the log's words for a mismatch.
-//! - [`LR_CALLER_IN_CHAIN`]: whether perf's callchain holds the caller of
-//!   a sampled function whose return address is still in the link
-//!   register, or leaves it to perf's tool.
+//! - [`LR_CALLER_BIAS`]: how far below its return address perf's
+//!   callchain holds the caller of a sampled function whose return
+//!   address is still in the link register ([`sample_chain_entry`]).
 //! - [`FTRACE_OPS_FLAGS`]: the register-saving flags of an ftrace ops
 //!   whose callback reads its target's arguments and may move its
 //!   instruction pointer.
@@ -54,7 +54,7 @@ pub(crate) use imp::{
     CALL_WINDOW,
     ELF_MACHINE,
     FTRACE_OPS_FLAGS,
-    LR_CALLER_IN_CHAIN,
+    LR_CALLER_BIAS,
     NOT_ELF,
     SFRAME_ABI,
     SFRAME_ABI_MISMATCH, //
@@ -63,7 +63,10 @@ pub(crate) use imp::{
 use crate::{
     abstractions::ffi,
     sframe::{
-        unwind::Regs,
+        unwind::{
+            FrameSource,
+            Regs, //
+        },
         Abi, //
     },
 };
@@ -96,6 +99,20 @@ impl UserRegs {
     }
 }
 
+/// What the sample's callchain stores for a frame at `pc` that `source`
+/// found, after `stored` frames: the caller of the sampled function whose
+/// return address is still in the link register goes [`LR_CALLER_BIAS`]
+/// below it, where perf's tool looks for it on arm64; every other frame as
+/// found.
+pub(crate) fn sample_chain_entry(pc: u64, source: FrameSource, stored: u64) -> u64 {
+    if source == FrameSource::LinkRegister && stored == 1 {
+        // The walk emits no zero PC after the sample's: this cannot wrap.
+        pc.wrapping_sub(LR_CALLER_BIAS)
+    } else {
+        pc
+    }
+}
+
 // The interface, item by item.
 const _: unsafe fn(*const ffi::pt_regs) -> Option<UserRegs> = UserRegs::read;
 const _: fn() -> Option<UserRegs> = UserRegs::current;
@@ -109,4 +126,4 @@ const _: &str = SFRAME_ABI_MISMATCH;
 const _: u16 = ELF_MACHINE;
 const _: &str = NOT_ELF;
 const _: u32 = FTRACE_OPS_FLAGS;
-const _: bool = LR_CALLER_IN_CHAIN;
+const _: u64 = LR_CALLER_BIAS;

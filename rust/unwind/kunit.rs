@@ -42,6 +42,36 @@ mod counter_tests {
     }
 
     #[test]
+    fn a_link_register_caller_is_stored_where_perf_looks() {
+        use crate::arch::sample_chain_entry;
+        // perf's tool on arm64 looks for the sampled function's caller
+        // one byte below the return address in the link register.
+        let want = if cfg!(CONFIG_ARM64) {
+            0x40_1007
+        } else {
+            0x40_1008
+        };
+        assert_eq!(
+            sample_chain_entry(0x40_1008, FrameSource::LinkRegister, 1),
+            want
+        );
+        // A caller in the link register after a signal frame, and every
+        // frame found otherwise, as found.
+        assert_eq!(
+            sample_chain_entry(0x40_1008, FrameSource::LinkRegister, 4),
+            0x40_1008
+        );
+        for source in [
+            FrameSource::Sframe,
+            FrameSource::FramePointer,
+            FrameSource::EntryRule,
+            FrameSource::SignalFrame,
+        ] {
+            assert_eq!(sample_chain_entry(0x40_1008, source, 1), 0x40_1008);
+        }
+    }
+
+    #[test]
     fn a_walk_adds_its_frames_end_and_time() {
         let mut t = Tally::default();
         t.frame(FrameSource::Sample);

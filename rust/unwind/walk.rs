@@ -69,7 +69,6 @@ use crate::{
     },
     sframe::{
         unwind::{
-            FrameSource,
             Lookup,
             Memory,
             WalkLimits, //
@@ -232,15 +231,7 @@ impl SampleUnwinder for SframeUnwinder {
             let mut lookup = RegistryLookup::new(rows, window.reader());
             let mut mem = window.reader();
             arch::walk(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
-                // The sampled function's caller, its return address still
-                // in the link register: left to perf's tool where the
-                // architecture's convention says so (arm64).
-                let first_caller = tally.frames() == 1;
-                if source == FrameSource::LinkRegister && first_caller && !arch::LR_CALLER_IN_CHAIN
-                {
-                    return true;
-                }
-                if !entry.store(pc) {
+                if !entry.store(arch::sample_chain_entry(pc, source, tally.frames())) {
                     return false;
                 }
                 tally.frame(source);

@@ -37,14 +37,20 @@ pub(crate) const ELF_MACHINE: u16 = 183;
 /// Why an object of another kind is refused.
 pub(crate) const NOT_ELF: &str = "not an AArch64 ELF64 object";
 
-/// The caller of a sampled function whose return address is still in the
-/// link register stays out of perf's callchain, as arm64's own unwinder
-/// leaves it out: `perf record -g` on arm64 samples LR for that, and
-/// perf's tool inserts the caller when the function's CFI says LR holds
-/// it (`get_leaf_frame_caller_aarch64()`). Storing it too would show it
-/// twice. After a signal frame the chain keeps it: the tool adds only the
-/// sample's.
-pub(crate) const LR_CALLER_IN_CHAIN: bool = false;
+/// How far below its return address the caller of a sampled function whose
+/// return address is still in the link register is stored: one byte, inside
+/// the call instruction, so it still symbolizes as the caller.
+///
+/// `perf record -g` on arm64 samples LR, and perf's tool inserts that
+/// caller after the sample's PC (`get_leaf_frame_caller_aarch64()`), at
+/// the address its DWARF unwinder reports for a return address, one below
+/// it, unless the chain's next entry is that address already. Stored so,
+/// the chain is complete without the tool (a perf without libdw, an object
+/// the tool cannot read, BPF's stack helpers) and the tool adds nothing:
+/// as the return address itself it would show twice. A caller found in the
+/// link register after a signal frame is stored as is: the tool inserts
+/// only the sample's.
+pub(crate) const LR_CALLER_BIAS: u64 = 1;
 
 /// The hooks read their target's arguments and may set its instruction
 /// pointer: arm64 has `DYNAMIC_FTRACE_WITH_ARGS` only, whose

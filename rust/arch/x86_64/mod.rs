@@ -34,8 +34,8 @@ pub(crate) const ELF_MACHINE: u16 = 62;
 /// Why an object of another kind is refused.
 pub(crate) const NOT_ELF: &str = "not an x86-64 ELF64 object";
 
-/// x86-64 has no link register: every caller goes into the chain.
-pub(crate) const LR_CALLER_IN_CHAIN: bool = true;
+/// x86-64 has no link register: no caller is found in one.
+pub(crate) const LR_CALLER_BIAS: u64 = 0;
 
 /// The hooks read their target's arguments and may set its instruction
 /// pointer.  With `DYNAMIC_FTRACE_WITH_ARGS` (every x86-64 kernel of the
