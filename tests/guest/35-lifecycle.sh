@@ -125,7 +125,7 @@ else
 fi
 
 # --- Unload while processes fork and exec. -------------------------------------
-# make test has 10-module's 10 reloads under the same churn (in the test
+# make test has 10-module's 4 reloads under the same churn (in the test
 # kernel and Debian's); make stress adds 50 here, a loaded module each time
 # for 0.2 s, so that task works are queued when it goes.
 if stress; then
