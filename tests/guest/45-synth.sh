@@ -51,14 +51,25 @@ cat >/tmp/synth-all.sh <<SH
 '$CTL' run -- /usr/bin/gzip -9 -c /tmp/synth-gzip.in >/dev/null
 '$CTL' run -- /usr/bin/python3 /tmp/synth-work.py $SECS
 SH
+# The DWARF reference compresses the input twice over: Debian's gzip is
+# stripped, so nearly all its samples share one leaf ("[unknown]") and
+# path, and a stretch of them counts as one run (synth_chains.py,
+# paths()).  Runs end at the few samples in libc or the loader, and on
+# 1.5 MB they were too few to compare a leaf in one clean-clone run of
+# 2026-12-05; twice the work gives twice as many.
+cat /tmp/synth-gzip.in /tmp/synth-gzip.in >/tmp/synth-gzip-dwarf.in
+sed 's|/tmp/synth-gzip.in|/tmp/synth-gzip-dwarf.in|' /tmp/synth-all.sh >/tmp/synth-dwarf.sh
 
 # record CONFIG PERF-OPTIONS...: the four under perf record, into
 # $D/CONFIG.data.  The long-* configurations (make stress) run the long
-# workloads at 250 Hz.
+# workloads at 250 Hz, the DWARF reference the one above.
 record() {
 	local config=$1 script=/tmp/synth-all.sh freq=1000
 	shift
-	case $config in long-*) script=/tmp/synth-long.sh freq=250 ;; esac
+	case $config in
+	long-*) script=/tmp/synth-long.sh freq=250 ;;
+	dwarf) script=/tmp/synth-dwarf.sh ;;
+	esac
 	record_into "$D" "$config" "$script" "$freq" "$@"
 }
 
@@ -171,4 +182,5 @@ SH
 	rm -f /tmp/synth-gzip-long.in /tmp/synth-long.sh
 fi
 unload_module
-rm -rf /tmp/synth-gzip.in /tmp/synth-work.py /tmp/synth-all.sh "$XDG_CACHE_HOME"
+rm -rf /tmp/synth-gzip.in /tmp/synth-gzip-dwarf.in /tmp/synth-work.py /tmp/synth-all.sh \
+	/tmp/synth-dwarf.sh "$XDG_CACHE_HOME"
