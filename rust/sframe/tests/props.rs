@@ -13,7 +13,7 @@ use sframe::unwind::{
     step_aarch64, step_amd64, walk_aarch64, walk_aarch64_metered, walk_amd64, walk_amd64_metered,
     FrameSource, Lookup, Memory, Regs, WalkLimits,
 };
-use sframe::{CfaRule, Reg, RegRule, Row, Section};
+use sframe::{Budget, CfaRule, FoundRow, PackedRow, Reg, RegRule, Row, Section};
 
 fn sections() -> Vec<Vec<u8>> {
     vec![
@@ -63,6 +63,26 @@ impl Memory for HashMem {
             }
         }
         true
+    }
+}
+
+/// [`HashLookup`]'s rows as a lookup with a row table gives them: packed
+/// where they pack, so that the walk takes its steps by the row's form.
+struct PackedLookup(HashLookup);
+
+impl Lookup for PackedLookup {
+    fn row(&mut self, pc: u64) -> Option<Row> {
+        self.0.row(pc)
+    }
+    fn found_within(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
+        let row = self.0.row_within(pc, budget)?;
+        Some(PackedRow::pack(&row).map_or(FoundRow::Decoded(row), FoundRow::Packed))
+    }
+    fn is_function_start(&mut self, pc: u64) -> bool {
+        self.0.is_function_start(pc)
+    }
+    fn is_text(&mut self, pc: u64) -> bool {
+        self.0.is_text(pc)
     }
 }
 
@@ -121,6 +141,34 @@ prop_compose! {
             signal_frame,
             mangled_ra: false,
         }
+    }
+}
+
+/// A rule the row table packs, mostly.
+fn packable_rule() -> impl Strategy<Value = RegRule> {
+    prop_oneof![
+        4 => (-64i32..64).prop_map(|o| RegRule::AtCfa(o & !7)),
+        2 => Just(RegRule::Unchanged),
+        1 => Just(RegRule::Undefined),
+        1 => (-3000i32..3000).prop_map(RegRule::AtCfa),
+        1 => rule(),
+    ]
+}
+
+prop_compose! {
+    /// Rows as compiled code has them, mostly, and some that do not pack.
+    fn packable_row()(fp_base: bool, offset in prop_oneof![4 => (0i32..256).prop_map(|o| o & !7), 1 => -64i32..256],
+                      ra in packable_rule(), fp in packable_rule(), outermost in prop::bool::weighted(0.05),
+                      signal_frame in prop::bool::weighted(0.05), mangled_ra: bool,
+                      other in prop::option::weighted(0.05, row())) -> Row {
+        other.unwrap_or(Row {
+            cfa: CfaRule { base: if fp_base { Reg::Fp } else { Reg::Sp }, offset, deref: false },
+            ra,
+            fp,
+            outermost,
+            signal_frame,
+            mangled_ra,
+        })
     }
 }
 
@@ -205,6 +253,40 @@ proptest! {
         };
         prop_assert!(emitted <= max_frames);
         prop_assert!(last_sp_ok);
+    }
+
+    #[test]
+    fn packed_rows_walk_as_decoded_rows(rows in prop::collection::vec(packable_row(), 0..8), seed: u64,
+                                        small: bool, pc: u64,
+                                        sp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
+                                        fp in prop_oneof![any::<u64>(), 0x10000u64..0x20000],
+                                        max_work in prop_oneof![0u32..64, Just(4000u32)],
+                                        lr: u64, aarch64: bool) {
+        // The walk's steps by packed form give what its step of the
+        // decoded row gives: the same frames, sources, end and work.
+        let limits = WalkLimits {
+            max_work,
+            ..WalkLimits::unbudgeted(64, 1 << 20)
+        };
+        let regs = Regs { pc, sp, fp, lr };
+        let mut walks = Vec::new();
+        for packed in [false, true] {
+            let hash = HashLookup { seed, rows: rows.clone(), questions: 0 };
+            let mut mem = HashMem { seed, small, reads: 0 };
+            let mut frames = Vec::new();
+            let mut emit = |pc, src| {
+                frames.push((pc, src));
+                true
+            };
+            let walked = match (packed, aarch64) {
+                (false, false) => walk_amd64_metered(regs, &limits, &mut { hash }, &mut mem, &mut emit),
+                (false, true) => walk_aarch64_metered(regs, &limits, &mut { hash }, &mut mem, &mut emit),
+                (true, false) => walk_amd64_metered(regs, &limits, &mut PackedLookup(hash), &mut mem, &mut emit),
+                (true, true) => walk_aarch64_metered(regs, &limits, &mut PackedLookup(hash), &mut mem, &mut emit),
+            };
+            walks.push((walked, frames));
+        }
+        prop_assert_eq!(&walks[0], &walks[1]);
     }
 
     #[test]

@@ -7,6 +7,7 @@ use super::bytes::{usize_from, Be, ByteOrder, Le};
 use super::fde::{Fde, FdeLayout, FreType, PcType, V2Layout, V3Layout};
 use super::fre::{RawFre, Row};
 use super::header::{Section, Version, FLAG_FDE_FUNC_START_PCREL};
+use super::packed::PackedRow;
 use super::Error;
 
 /// The most FREs one lookup decodes in a single function.
@@ -22,6 +23,26 @@ use super::Error;
 /// NMI context passes a smaller one ([`Section::find_row_within`]), and its
 /// budget bounds the total over all its lookups.
 pub const MAX_FRES_SCANNED: u32 = 1024;
+
+/// A row a lookup found ([`Section::find_within`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FoundRow {
+    /// From the row table.
+    Packed(PackedRow),
+    /// Decoded from the section's FDE and FRE.
+    Decoded(Row),
+}
+
+impl FoundRow {
+    /// The row.
+    #[inline(always)]
+    pub fn row(self) -> Row {
+        match self {
+            FoundRow::Packed(packed) => packed.row(),
+            FoundRow::Decoded(row) => row,
+        }
+    }
+}
 
 /// The most FDEs a binary search over `num_fdes` of them probes:
 /// `floor(log2(num_fdes)) + 1`, the bit length (0 for none).
@@ -113,7 +134,7 @@ impl<'a> Section<'a> {
     /// [`MAX_FRES_SCANNED`].
     pub fn find_row(&self, pc: u64) -> Result<Option<Row>, Error> {
         if let Some(found) = self.table_row(pc, &mut Budget::unlimited()) {
-            return found;
+            return found.map(|row| row.map(PackedRow::row));
         }
         // Without a budget to keep, the FRE count is not needed.
         let mut decoded = 0;
@@ -136,13 +157,22 @@ impl<'a> Section<'a> {
     /// the decoder's search, which stays out of line.
     #[inline(always)]
     pub fn find_row_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
+        Ok(self.find_within(pc, budget)?.map(FoundRow::row))
+    }
+
+    /// [`Section::find_row_within`], the row as the lookup found it: as
+    /// the row table packs it, or decoded.  For a walk: a caller that
+    /// matches on the two, with its use of the row inlined in each arm,
+    /// unpacks the table's rows into registers.
+    #[inline(always)]
+    pub fn find_within(&self, pc: u64, budget: &mut Budget) -> Result<Option<FoundRow>, Error> {
         // The row table, when there is one: a few probes, no scan.
         if self.table.is_some() {
             if let Some(found) = self.table_row(pc, budget) {
-                return found;
+                return found.map(|row| row.map(FoundRow::Packed));
             }
         }
-        self.find_row_decoded(pc, budget)
+        Ok(self.find_row_decoded(pc, budget)?.map(FoundRow::Decoded))
     }
 
     /// [`Section::find_row_within`] without the row table.

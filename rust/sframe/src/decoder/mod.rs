@@ -30,6 +30,7 @@ mod fre;
 mod header;
 mod index;
 mod lookup;
+mod packed;
 mod table;
 pub mod unwind;
 mod validate;
@@ -42,5 +43,6 @@ pub use self::header::{
     Abi, Section, Version, FLAG_FDE_FUNC_START_PCREL, FLAG_FDE_SORTED, FLAG_FRAME_POINTER,
 };
 pub use self::index::{Index, FDES_PER_BUCKET};
-pub use self::lookup::MAX_FRES_SCANNED;
+pub use self::lookup::{FoundRow, MAX_FRES_SCANNED};
+pub use self::packed::{CommonRow, PackedForm, PackedRow};
 pub use self::table::{Table, TableShape, ENTRIES_PER_BUCKET};

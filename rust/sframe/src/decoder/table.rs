@@ -46,10 +46,11 @@
 //! ([`Error::TooManyFres`]): it does not scan.
 
 use super::budget::{Budget, ReschedEvery};
-use super::fre::{CfaRule, RawFre, Reg, RegRule, Row};
+use super::fre::RawFre;
 use super::header::Section;
 use super::index::{geometry, shr};
 use super::lookup::search_probes;
+use super::packed::{pack_row, PackedRow, KIND_DECODER, KIND_MASK, KIND_NONE, KIND_ROW};
 use super::{Error, PcType};
 
 /// Identifies a row table, and its layout revision ("SFT1").
@@ -59,29 +60,6 @@ const HEADER_WORDS: usize = 10;
 /// Entries per bucket, on average at most: a lookup probes about `log2`
 /// of it.
 pub const ENTRIES_PER_BUCKET: u32 = 4;
-
-/// Entry kinds, bits 0-1 of a value.
-const KIND_NONE: u64 = 0;
-const KIND_ROW: u64 = 1;
-const KIND_DECODER: u64 = 2;
-const KIND_MASK: u64 = 3;
-/// Row flags.
-const CFA_FP: u64 = 1 << 2;
-const OUTERMOST: u64 = 1 << 3;
-const SIGNAL_FRAME: u64 = 1 << 4;
-const MANGLED_RA: u64 = 1 << 5;
-/// Rule kinds of RA (bits 6-7) and FP (bits 8-9).
-const RA_SHIFT: u32 = 6;
-const FP_SHIFT: u32 = 8;
-const RULE_UNCHANGED: u64 = 0;
-const RULE_AT_CFA: u64 = 1;
-const RULE_UNDEFINED: u64 = 2;
-/// Offsets: the CFA's in bits 16-39, RA's in 40-51, FP's in 52-63, signed.
-const CFA_OFF_SHIFT: u32 = 16;
-const CFA_OFF_BITS: u32 = 24;
-const RA_OFF_SHIFT: u32 = 40;
-const FP_OFF_SHIFT: u32 = 52;
-const REG_OFF_BITS: u32 = 12;
 
 /// The shape of a section's row table ([`Section::table_shape`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -114,87 +92,6 @@ pub struct Table<'a> {
     /// stored in the table; `None` where that overflows (lookups then go
     /// to the decoder).
     first: Option<u64>,
-}
-
-/// `value` as a signed field of `bits` bits, if it fits.
-fn pack_signed(value: i32, bits: u32) -> Option<u64> {
-    let limit = 1i64 << (bits - 1);
-    let v = i64::from(value);
-    (-limit..limit)
-        .contains(&v)
-        .then(|| (v as u64) & ((1u64 << bits) - 1))
-}
-
-/// The signed field of `bits` bits at `shift` in `value`.
-fn unpack_signed(value: u64, shift: u32, bits: u32) -> i32 {
-    // Shift the field to the top, then back with the sign.
-    let top = (value << (64 - shift - bits)) as i64;
-    (top >> (64 - bits)) as i32
-}
-
-/// The kind bits of a rule, and its offset for `AtCfa`.
-fn pack_rule(rule: RegRule) -> Option<(u64, i32)> {
-    match rule {
-        RegRule::Unchanged => Some((RULE_UNCHANGED, 0)),
-        RegRule::AtCfa(off) => Some((RULE_AT_CFA, off)),
-        RegRule::Undefined => Some((RULE_UNDEFINED, 0)),
-        _ => None,
-    }
-}
-
-fn unpack_rule(kind: u64, offset: i32) -> RegRule {
-    match kind {
-        RULE_AT_CFA => RegRule::AtCfa(offset),
-        RULE_UNDEFINED => RegRule::Undefined,
-        _ => RegRule::Unchanged,
-    }
-}
-
-/// `row` packed into an entry value, if it fits.
-fn pack_row(row: &Row) -> Option<u64> {
-    let cfa_fp = match (row.cfa.base, row.cfa.deref) {
-        (Reg::Sp, false) => 0,
-        (Reg::Fp, false) => CFA_FP,
-        _ => return None,
-    };
-    let (ra_kind, ra_off) = pack_rule(row.ra)?;
-    let (fp_kind, fp_off) = pack_rule(row.fp)?;
-    let flag = |set: bool, bit: u64| if set { bit } else { 0 };
-    Some(
-        KIND_ROW
-            | cfa_fp
-            | flag(row.outermost, OUTERMOST)
-            | flag(row.signal_frame, SIGNAL_FRAME)
-            | flag(row.mangled_ra, MANGLED_RA)
-            | ra_kind << RA_SHIFT
-            | fp_kind << FP_SHIFT
-            | pack_signed(row.cfa.offset, CFA_OFF_BITS)? << CFA_OFF_SHIFT
-            | pack_signed(ra_off, REG_OFF_BITS)? << RA_OFF_SHIFT
-            | pack_signed(fp_off, REG_OFF_BITS)? << FP_OFF_SHIFT,
-    )
-}
-
-/// The row of an entry value of kind [`KIND_ROW`].
-#[inline(always)]
-fn unpack_row(v: u64) -> Row {
-    Row {
-        cfa: CfaRule {
-            base: if v & CFA_FP != 0 { Reg::Fp } else { Reg::Sp },
-            offset: unpack_signed(v, CFA_OFF_SHIFT, CFA_OFF_BITS),
-            deref: false,
-        },
-        ra: unpack_rule(
-            (v >> RA_SHIFT) & 3,
-            unpack_signed(v, RA_OFF_SHIFT, REG_OFF_BITS),
-        ),
-        fp: unpack_rule(
-            (v >> FP_SHIFT) & 3,
-            unpack_signed(v, FP_OFF_SHIFT, REG_OFF_BITS),
-        ),
-        outermost: v & OUTERMOST != 0,
-        signal_frame: v & SIGNAL_FRAME != 0,
-        mangled_ra: v & MANGLED_RA != 0,
-    }
 }
 
 /// Where [`Section::build_table`] writes entries, or, without room
@@ -484,7 +381,7 @@ impl<'a> Section<'a> {
         &self,
         pc: u64,
         budget: &mut Budget,
-    ) -> Option<Result<Option<Row>, Error>> {
+    ) -> Option<Result<Option<PackedRow>, Error>> {
         let table = self.table.as_ref()?;
         let first = table.first?;
         let Some(key) = pc.checked_sub(first) else {
@@ -535,7 +432,7 @@ impl<'a> Section<'a> {
         };
         match value & KIND_MASK {
             KIND_NONE => Some(Ok(None)),
-            KIND_ROW => Some(Ok(Some(unpack_row(value)))),
+            KIND_ROW => Some(Ok(Some(PackedRow(value)))),
             _ => None,
         }
     }

@@ -7,7 +7,7 @@
 //! Input format: 8 bytes section address (little endian), 8 bytes PC seed,
 //! then the section bytes.
 
-use sframe::{Budget, Error, PcType, Section};
+use sframe::{Budget, Error, FoundRow, PackedForm, PcType, RegRule, Section};
 
 /// Splits a fuzz input into (section address, PC seed, section bytes).
 pub fn split(input: &[u8]) -> Option<(u64, u64, &[u8])> {
@@ -205,6 +205,31 @@ pub fn check_table(sec: &Section<'_>, pcs: &[u64], validated: bool) {
             "table find_row_within({pc:#x})"
         );
         assert!(budget.spent() >= 1, "a table lookup paid nothing");
+        // What the walk asks: the row as found, and for the table's rows,
+        // the row by its form, which the walk's steps are specialised on.
+        let found = fast.find_within(pc, &mut Budget::unlimited());
+        assert_eq!(
+            found.map(|f| f.map(FoundRow::row)),
+            expected,
+            "table find_within({pc:#x})"
+        );
+        if let Ok(Some(FoundRow::Packed(packed))) = found {
+            let form = packed.form();
+            assert_eq!(form.row(), packed.row(), "form of {packed:?}: {form:?}");
+            let row = packed.row();
+            let common = !row.outermost && !row.signal_frame && matches!(row.ra, RegRule::AtCfa(_));
+            let expected_form = match row.fp {
+                RegRule::Unchanged if common => "kept",
+                RegRule::AtCfa(_) if common => "saved",
+                _ => "other",
+            };
+            let got = match form {
+                PackedForm::FpKept(_) => "kept",
+                PackedForm::FpSaved(..) => "saved",
+                PackedForm::Other(_) => "other",
+            };
+            assert_eq!(got, expected_form, "form of {row:?}");
+        }
         // The bucket's probes, plus the decoder's own work where the table
         // sends a lookup on to it (PCMASK functions, rows that do not pack).
         let mut plain_budget = Budget::unlimited();

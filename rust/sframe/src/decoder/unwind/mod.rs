@@ -36,7 +36,7 @@ pub use self::amd64::{step_amd64, walk_amd64, walk_amd64_metered, ENTRY_ROW, RT_
 pub use self::rules::PAIR_SPAN;
 
 use self::rules::step_frame_record;
-use super::{Budget, Row, MAX_FRES_SCANNED};
+use super::{Budget, FoundRow, PackedForm, Row, MAX_FRES_SCANNED};
 
 /// Reads user memory for the unwinder.
 pub trait Memory {
@@ -91,6 +91,16 @@ pub trait Lookup {
             return None;
         }
         self.row(pc)
+    }
+
+    /// [`Lookup::row_within`], the row as the lookup found it: what the
+    /// walk asks.  This default gives [`Lookup::row_within`]'s row; a
+    /// lookup that searches a [`Section`](super::Section) with a row table
+    /// overrides it with [`Section::find_within`](super::Section::find_within),
+    /// whose rows from the table the walk unpacks where it uses them.
+    #[inline(always)]
+    fn found_within(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
+        self.row_within(pc, budget).map(FoundRow::Decoded)
     }
 
     /// Whether `pc` is known to be the first instruction of a function
@@ -357,6 +367,7 @@ pub(super) trait Arch {
 
 /// How the next frame is found; `exact` when `regs.pc` is not a return
 /// address (the sample's PC, or one a signal interrupted).
+#[inline(always)]
 fn unwind_frame<A: Arch, M: Memory>(
     regs: &Regs,
     exact: bool,
@@ -368,53 +379,93 @@ fn unwind_frame<A: Arch, M: Memory>(
     } else {
         regs.pc.checked_sub(1).ok_or(Stop::BadReturnAddress)?
     };
-    let row = lookup.row_within(lookup_pc, &mut mem.budget);
-    let maybe_signal = match row {
-        Some(r) => r.signal_frame,
-        None => true,
-    };
-    if maybe_signal && A::at_rt_sigreturn(mem, regs.pc) {
-        return Ok((A::step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
+    // One copy of the step per arm: the row table's row is unpacked into
+    // the step's registers, not into a `Row` where both kinds would join,
+    // and the forms nearly every row has get steps of their own.
+    match lookup.found_within(lookup_pc, &mut mem.budget) {
+        Some(FoundRow::Packed(packed)) => match packed.form() {
+            form @ PackedForm::FpKept(_) => {
+                unwind_with_row::<A, M>(&form.row(), regs, exact, lookup, mem)
+            }
+            form @ PackedForm::FpSaved(..) => {
+                unwind_with_row::<A, M>(&form.row(), regs, exact, lookup, mem)
+            }
+            form @ PackedForm::Other(_) => {
+                unwind_with_row::<A, M>(&form.row(), regs, exact, lookup, mem)
+            }
+        },
+        Some(FoundRow::Decoded(row)) => unwind_with_row::<A, M>(&row, regs, exact, lookup, mem),
+        None => unwind_without_row::<A, M>(regs, exact, lookup, mem),
     }
-    let (next, source) = match row {
-        Some(row) if row.signal_frame => return Err(Stop::Unsupported),
-        Some(row) if row.outermost => return Err(Stop::Outermost),
-        Some(row) => (A::step(&row, regs, exact, mem)?, FrameSource::Sframe),
-        None if exact
-            && ((mem.budget.charge(1) && lookup.is_function_start(regs.pc))
-                || A::at_frame_setup(mem, regs.pc)) =>
-        {
-            (
-                A::step(&A::ENTRY_ROW, regs, true, mem)?,
-                FrameSource::EntryRule,
-            )
+}
+
+/// [`unwind_frame`] for a PC with a row.
+#[inline(always)]
+fn unwind_with_row<A: Arch, M: Memory>(
+    row: &Row,
+    regs: &Regs,
+    exact: bool,
+    lookup: &mut impl Lookup,
+    mem: &mut Metered<'_, M>,
+) -> Result<(Regs, FrameSource), Stop> {
+    if row.signal_frame {
+        if A::at_rt_sigreturn(mem, regs.pc) {
+            return Ok((A::step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
         }
-        None => (A::step_frame_pointer(regs, mem)?, FrameSource::FramePointer),
-    };
-    // A topmost frame whose return address is still in the link register
-    // (the entry rule applies only to a topmost frame).
-    let rule = match source {
-        FrameSource::Sframe => row,
-        FrameSource::EntryRule => Some(A::ENTRY_ROW),
-        _ => None,
-    };
-    let source = if exact && rule.is_some_and(|r| A::ra_in_lr(&r)) {
+        return Err(Stop::Unsupported);
+    }
+    if row.outermost {
+        return Err(Stop::Outermost);
+    }
+    let next = A::step(row, regs, exact, mem)?;
+    // A topmost frame whose return address is still in the link register.
+    let source = if exact && A::ra_in_lr(row) {
         FrameSource::LinkRegister
     } else {
-        source
+        FrameSource::Sframe
     };
-    // A return address may be signed (AArch64 pointer authentication).
-    let next = Regs {
-        pc: lookup.strip_return_address(next.pc),
-        ..next
-    };
-    if source == FrameSource::FramePointer
-        && next.pc != 0
-        && !(mem.budget.charge(1) && lookup.is_text(next.pc))
+    Ok((strip_return_address(next, lookup), source))
+}
+
+/// [`unwind_frame`] for a PC without a row: a signal frame, the entry
+/// rule (a topmost frame only) or a frame-pointer step.
+fn unwind_without_row<A: Arch, M: Memory>(
+    regs: &Regs,
+    exact: bool,
+    lookup: &mut impl Lookup,
+    mem: &mut Metered<'_, M>,
+) -> Result<(Regs, FrameSource), Stop> {
+    if A::at_rt_sigreturn(mem, regs.pc) {
+        return Ok((A::step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
+    }
+    if exact
+        && ((mem.budget.charge(1) && lookup.is_function_start(regs.pc))
+            || A::at_frame_setup(mem, regs.pc))
     {
+        let next = A::step(&A::ENTRY_ROW, regs, true, mem)?;
+        // The entry rule applies only to a topmost frame.
+        let source = if A::ra_in_lr(&A::ENTRY_ROW) {
+            FrameSource::LinkRegister
+        } else {
+            FrameSource::EntryRule
+        };
+        return Ok((strip_return_address(next, lookup), source));
+    }
+    let next = strip_return_address(A::step_frame_pointer(regs, mem)?, lookup);
+    if next.pc != 0 && !(mem.budget.charge(1) && lookup.is_text(next.pc)) {
         return Err(Stop::BadReturnAddress);
     }
-    Ok((next, source))
+    Ok((next, FrameSource::FramePointer))
+}
+
+/// `next` with its return address stripped of a pointer-authentication
+/// code (AArch64), as [`Lookup::strip_return_address`] strips it.
+#[inline(always)]
+fn strip_return_address(next: Regs, lookup: &mut impl Lookup) -> Regs {
+    Regs {
+        pc: lookup.strip_return_address(next.pc),
+        ..next
+    }
 }
 
 /// The walk of [`walk_amd64_metered`] and [`walk_aarch64_metered`], with
