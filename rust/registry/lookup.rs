@@ -73,7 +73,11 @@ impl<'g> WalkRows<'g> {
     /// costs the range check and the table's probes; the change of
     /// section stays out of line.
     #[inline(always)]
-    pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
+    pub(crate) fn find_row(
+        &mut self,
+        pc: u64,
+        budget: &mut sframe::Budget,
+    ) -> Option<sframe::FoundRow> {
         let hit = self
             .last
             .as_ref()
@@ -82,7 +86,7 @@ impl<'g> WalkRows<'g> {
             self.switch(pc);
         }
         let (_, parsed) = self.last.as_ref()?;
-        parsed.find_row_within(pc, budget).ok().flatten()
+        parsed.find_within(pc, budget).ok().flatten()
     }
 
     /// Makes the live section that covers `pc`, if any, the one
@@ -138,7 +142,11 @@ impl SleepingWalkRows {
 
     /// The unwind row for `pc`, copied out, the search paid from the
     /// walk's `budget` as [`WalkRows::find_row`] pays it.
-    pub(crate) fn find_row(&mut self, pc: u64, budget: &mut sframe::Budget) -> Option<sframe::Row> {
+    pub(crate) fn find_row(
+        &mut self,
+        pc: u64,
+        budget: &mut sframe::Budget,
+    ) -> Option<sframe::FoundRow> {
         let hit = self
             .kept
             .as_ref()
@@ -149,7 +157,7 @@ impl SleepingWalkRows {
         let k = self.kept.as_ref()?;
         k.copy
             .rows_at(k.sframe_addr)?
-            .find_row_within(pc, budget)
+            .find_within(pc, budget)
             .ok()
             .flatten()
     }

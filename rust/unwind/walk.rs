@@ -74,6 +74,7 @@ use crate::{
             WalkLimits, //
         },
         Budget,
+        FoundRow,
         Row, //
     },
     switches,
@@ -103,15 +104,17 @@ pub(crate) fn set_fp_only(on: bool) {
 /// bound on the work of a walk through a corrupt stack.
 const MAX_SPAN: u64 = 64 << 20;
 
-/// Where a walk's rows come from, the lookups paid from the walk's budget.
+/// Where a walk's rows come from, the lookups paid from the walk's budget;
+/// rows as found (packed in the copy's row table, or decoded), which the
+/// walk unpacks where it steps.
 trait Rows {
-    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row>;
+    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow>;
 }
 
 /// The sample path: one RCU read-side section for the whole walk.
 impl Rows for &mut WalkRows<'_> {
     #[inline]
-    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
         WalkRows::find_row(self, pc, budget)
     }
 }
@@ -120,7 +123,7 @@ impl Rows for &mut WalkRows<'_> {
 /// lookups, the section last used kept by a counted reference to its
 /// copy, the row copied out.
 impl Rows for SleepingWalkRows {
-    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+    fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
         SleepingWalkRows::find_row(self, pc, budget)
     }
 }
@@ -149,8 +152,12 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
         self.row_within(pc, &mut Budget::unlimited())
     }
 
-    #[inline]
     fn row_within(&mut self, pc: u64, budget: &mut Budget) -> Option<Row> {
+        self.found_within(pc, budget).map(FoundRow::row)
+    }
+
+    #[inline]
+    fn found_within(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
         if FP_ONLY.load(Ordering::Relaxed) {
             return None;
         }
