@@ -90,10 +90,13 @@ pub(super) struct SectionCopy {
 impl SectionCopy {
     /// The copy as a section mapped at `sframe_addr`, its row table and
     /// index attached (O(1), no allocation): what a walk searches.
-    /// Validated at registration, so parsing cannot fail; if it did, the
-    /// section would give no rows.
+    /// Made from the layout its validation found, so it cannot fail; if
+    /// it did, the section would give no rows.
     pub(super) fn rows_at(&self, sframe_addr: u64) -> Option<sframe::Section<'_>> {
-        let parsed = sframe::Section::parse(&self.bytes, sframe_addr).ok()?;
+        // From the layout the validation's parse found: the header is not
+        // read again (the deferred walk does this per frame).
+        let parsed =
+            sframe::Section::with_layout(&self.bytes, &self.info.layout, sframe_addr).ok()?;
         Some(self.index.attach(parsed))
     }
 
@@ -122,6 +125,8 @@ pub(super) struct CopyInfo {
     /// is an offset from the section's address or from a field in it).
     pub(super) text_lo: u64,
     pub(super) text_hi: u64,
+    /// Where the header put the section's parts ([`SectionCopy::rows_at`]).
+    pub(super) layout: sframe::Layout,
 }
 
 /// The most bytes of each end of a section that its key hashes.
@@ -247,6 +252,7 @@ fn validate(bytes: &[u8], sframe_addr: u64) -> Result<(CopyInfo, CopyIndex), Fai
         num_fdes: section.num_fdes(),
         text_lo: lo.wrapping_sub(sframe_addr),
         text_hi: hi.wrapping_sub(sframe_addr),
+        layout: section.layout(),
     };
     let index = CopyIndex::build(&section, &mut resched).map_err(index_failure)?;
     Ok((info, index))

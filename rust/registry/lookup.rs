@@ -113,7 +113,8 @@ fn live_section<'g>(state: &'g MmState, pc: u64, guard: &'g rcu::Guard) -> Optio
 /// deferred path, whose reads fault pages in): no RCU read lock is held
 /// between them, so the section last used is kept by a counted reference
 /// to its copy, with its text range and address.  A frame in that section
-/// costs the range check, the header's parse (O(1)) and the row table's
+/// costs the range check, the section made again from its layout (two
+/// bounds checks, [`SectionCopy::rows_at`]) and the row table's
 /// search, without the trees; a frame elsewhere, one RCU read-side
 /// section to find its section.
 ///

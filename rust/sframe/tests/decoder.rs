@@ -851,3 +851,31 @@ fn error_texts() {
         "unsupported SFrame version (only 2 and 3) (1)"
     );
 }
+
+#[test]
+fn a_section_made_from_its_layout_is_the_parsed_one() {
+    for variant in all_variants() {
+        let bytes = variant.build();
+        let parsed = Section::parse(&bytes, ADDR).unwrap();
+        for addr in [ADDR, ADDR + 0x1000] {
+            let again = Section::with_layout(&bytes, &parsed.layout(), addr).unwrap();
+            assert_eq!(again.layout(), parsed.layout());
+            assert_eq!(
+                format!("{again:?}"),
+                format!("{:?}", Section::parse(&bytes, addr).unwrap())
+            );
+        }
+        // Bytes too short for the layout's areas are refused, whatever
+        // they hold; they never make a lookup read out of bounds.
+        let short = &bytes[..bytes.len() - 1];
+        assert_eq!(
+            Section::with_layout(short, &parsed.layout(), ADDR).err(),
+            Some(Error::Truncated)
+        );
+        let zeros = vec![0u8; bytes.len()];
+        let other = Section::with_layout(&zeros, &parsed.layout(), ADDR).unwrap();
+        for pc in ADDR..ADDR + 0x400 {
+            let _ = other.find_row(pc);
+        }
+    }
+}

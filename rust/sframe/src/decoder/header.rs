@@ -75,6 +75,24 @@ impl Abi {
     }
 }
 
+/// Where a parsed section's parts are ([`Section::layout`]), to make it
+/// again from the same bytes ([`Section::with_layout`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    version: Version,
+    abi: Abi,
+    flags: u8,
+    fixed_fp: i8,
+    fixed_ra: i8,
+    num_fdes: u32,
+    num_fres: u32,
+    fde_area_off: usize,
+    fde_area_len: usize,
+    fre_area_off: usize,
+    fre_area_len: usize,
+    big_endian: bool,
+}
+
 /// A parsed `.sframe` section, borrowing its bytes.
 ///
 /// # Invariants
@@ -95,6 +113,8 @@ pub struct Section<'a> {
     pub(super) num_fres: u32,
     /// Offset of the FDE array from the start of the section.
     pub(super) fde_area_off: usize,
+    /// Offset of the FRE area from the start of the section.
+    pub(super) fre_area_off: usize,
     /// The FDE array, exactly `num_fdes` entries.
     pub(super) fdes: Bytes<'a>,
     /// The FRE area, exactly `fre_len` bytes.
@@ -213,6 +233,64 @@ impl<'a> Section<'a> {
             num_fdes,
             num_fres,
             fde_area_off,
+            fre_area_off,
+            fdes,
+            fres,
+            index: None,
+            table: None,
+        })
+    }
+
+    /// Where this section's parts are, without its bytes or address:
+    /// [`Section::with_layout`] makes the section again from them.
+    pub fn layout(&self) -> Layout {
+        Layout {
+            version: self.version,
+            abi: self.abi,
+            flags: self.flags,
+            fixed_fp: self.fixed_fp,
+            fixed_ra: self.fixed_ra,
+            num_fdes: self.num_fdes,
+            num_fres: self.num_fres,
+            fde_area_off: self.fde_area_off,
+            fde_area_len: self.fdes.len(),
+            fre_area_off: self.fre_area_off,
+            fre_area_len: self.fres.len(),
+            big_endian: self.fdes.big_endian(),
+        }
+    }
+
+    /// The section [`Section::parse`] gives for `data` at `section_addr`,
+    /// made from the `layout` of an earlier parse of the same bytes in
+    /// O(1), without reading the header again: a walk that keeps a
+    /// section's layout, not the section (which borrows its bytes), pays
+    /// two bounds checks, not the header's parse.
+    ///
+    /// The layout's areas are checked to lie inside `data`, and its other
+    /// fields were checked by that parse, so the section's invariants hold
+    /// for any bytes; for bytes other than those parsed, lookups read
+    /// whatever those bytes hold, never out of bounds.
+    /// [`Error::Truncated`] if an area does not fit.
+    #[inline]
+    pub fn with_layout(data: &'a [u8], layout: &Layout, section_addr: u64) -> Result<Self, Error> {
+        let b = Bytes::new(data, layout.big_endian);
+        let fdes = b
+            .sub(layout.fde_area_off, layout.fde_area_len)
+            .ok_or(Error::Truncated)?;
+        let fres = b
+            .sub(layout.fre_area_off, layout.fre_area_len)
+            .ok_or(Error::Truncated)?;
+        Ok(Section {
+            addr: section_addr,
+            version: layout.version,
+            abi: layout.abi,
+            flags: layout.flags,
+            fixed_fp: layout.fixed_fp,
+            fixed_ra: layout.fixed_ra,
+            num_fdes: layout.num_fdes,
+            num_fres: layout.num_fres,
+            fde_area_off: layout.fde_area_off,
+            fre_area_off: layout.fre_area_off,
             fdes,
             fres,
             index: None,

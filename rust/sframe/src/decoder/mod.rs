@@ -40,7 +40,7 @@ pub use self::error::Error;
 pub use self::fde::{Fde, FdeIter, FdeType, FreType, PcType};
 pub use self::fre::{CfaRule, Fre, FreIter, Reg, RegRule, Row};
 pub use self::header::{
-    Abi, Section, Version, FLAG_FDE_FUNC_START_PCREL, FLAG_FDE_SORTED, FLAG_FRAME_POINTER,
+    Abi, Layout, Section, Version, FLAG_FDE_FUNC_START_PCREL, FLAG_FDE_SORTED, FLAG_FRAME_POINTER,
 };
 pub use self::index::{Index, FDES_PER_BUCKET};
 pub use self::lookup::{FoundRow, MAX_FRES_SCANNED};
