@@ -246,13 +246,45 @@ NOIPA void phase_plt(void)
  */
 static volatile unsigned long signals;
 static volatile int signal_phase_over;
+/*
+ * Iterations of the handler's spin: at least about 2 ms (handler_spin()).
+ * The timer's signal comes with a tick, and perf's cpu-clock samples with
+ * an hrtimer whose phase against the ticks can stay the same for a whole
+ * run: a handler shorter than perf's period (1 ms at -F 1000) could then
+ * never be sampled (398 samples of this phase in one run of Debian's
+ * arm64 kernel, every one in signal_interrupted_spin), and no walk would
+ * cross a signal frame.  One longer than two periods always is.
+ */
+static unsigned long signal_spin = SPIN_ITERS / 4;
 
 NOIPA unsigned long signal_leaf_spin(unsigned long n) { SPIN(n); return sink; }
+
+/* Before the timer is armed (the clock is libc's): how many SPIN
+ * iterations take 2 ms here, at least SPIN_ITERS / 4. */
+static void handler_spin(void)
+{
+	struct timespec a, b;
+	unsigned long n = SPIN_ITERS / 16;
+	double ms;
+
+	for (int i = 0; i < 20; i++) {
+		clock_gettime(CLOCK_MONOTONIC, &a);
+		signal_leaf_spin(n);
+		clock_gettime(CLOCK_MONOTONIC, &b);
+		ms = (b.tv_sec - a.tv_sec) * 1e3 + (b.tv_nsec - a.tv_nsec) / 1e6;
+		if (ms >= 1.0) {
+			if (n * 2.0 / ms > signal_spin)
+				signal_spin = (unsigned long)(n * 2.0 / ms);
+			return;
+		}
+		n *= 2;
+	}
+}
 
 NOIPA void signal_handler(int sig)
 {
 	(void)sig;
-	signal_leaf_spin(SPIN_ITERS / 4);
+	signal_leaf_spin(signal_spin);
 	signals++;
 	if (phase_over())
 		signal_phase_over = 1;
@@ -276,6 +308,7 @@ NOIPA void phase_signal(void)
 	sigemptyset(&sa.sa_mask);
 	sa.sa_flags = SA_RESTART;
 	sigaction(SIGPROF, &sa, NULL);
+	handler_spin();
 	signal_phase_over = 0;
 	start_phase();
 	setitimer(ITIMER_PROF, &it, NULL);
