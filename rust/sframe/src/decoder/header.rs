@@ -186,15 +186,13 @@ impl<'a> Section<'a> {
         let fde_area_len = usize_from(num_fdes)
             .checked_mul(fde_len)
             .ok_or(Error::FdeAreaOutOfBounds)?;
-        let fdes = b
-            .sub(fde_area_off, fde_area_len)
+        b.sub(fde_area_off, fde_area_len)
             .ok_or(Error::FdeAreaOutOfBounds)?;
 
         let fre_area_off = header_end
             .checked_add(freoff)
             .ok_or(Error::FreAreaOutOfBounds)?;
-        let fres = b
-            .sub(fre_area_off, fre_len)
+        b.sub(fre_area_off, fre_len)
             .ok_or(Error::FreAreaOutOfBounds)?;
 
         // Both areas are in bounds, so these sums cannot overflow.
@@ -223,8 +221,8 @@ impl<'a> Section<'a> {
             return Err(Error::TooManyFres);
         }
 
-        Ok(Section {
-            addr: section_addr,
+        // Both areas were checked to fit above: this makes the section.
+        let layout = Layout {
             version,
             abi,
             flags,
@@ -233,12 +231,12 @@ impl<'a> Section<'a> {
             num_fdes,
             num_fres,
             fde_area_off,
+            fde_area_len,
             fre_area_off,
-            fdes,
-            fres,
-            index: None,
-            table: None,
-        })
+            fre_area_len: fre_len,
+            big_endian,
+        };
+        Self::with_layout(data, &layout, section_addr)
     }
 
     /// Where this section's parts are, without its bytes or address:
