@@ -19,14 +19,16 @@
 //! its answers (with and without the index); `--rounds N` times N passes
 //! and reports the fastest.
 
+// The examples use its `sframe()` alone.
+#[allow(dead_code)]
+#[path = "../src/elf.rs"]
+mod elf;
 #[path = "../src/pcs.rs"]
 mod pcs;
 
 use anyhow::anyhow;
 use anyhow::Context;
 use anyhow::Result;
-use object::Object;
-use object::ObjectSection;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -93,11 +95,7 @@ fn main() -> Result<()> {
         "usage: find_row FILE [--lookups N] [--rounds N] [--index] [--parse-each] [--digest]",
     )?;
     let data = std::fs::read(&file).with_context(|| file.clone())?;
-    let elf = object::File::parse(&*data).context("not an object file")?;
-    let sframe = elf
-        .section_by_name(".sframe")
-        .ok_or_else(|| anyhow!("no .sframe section"))?;
-    let (bytes, addr) = (sframe.data()?, sframe.address());
+    let (bytes, addr) = elf::sframe(&data)?;
     let section = sframe::Section::parse(bytes, addr).map_err(|e| anyhow!("sframe: {e}"))?;
     section
         .validate(&mut || {})

@@ -15,11 +15,14 @@
 //! Ir divided by the section's bytes is the cost per byte.  `--save PATH`
 //! writes the section (to compare the generator's output across changes).
 
+// The examples use its `sframe()` alone.
+#[allow(dead_code)]
+#[path = "../src/elf.rs"]
+mod elf;
+
 use anyhow::anyhow;
 use anyhow::Context;
 use anyhow::Result;
-use object::Object;
-use object::ObjectSection;
 use std::hint::black_box;
 use std::time::Instant;
 
@@ -65,11 +68,8 @@ fn main() -> Result<()> {
             .map_err(|e| anyhow!("{file}: {e}"))?;
         (gen.section, gen.base)
     } else {
-        let obj = object::File::parse(&*elf).context("not an object file")?;
-        let s = obj
-            .section_by_name(".sframe")
-            .ok_or_else(|| anyhow!("no .sframe section"))?;
-        (s.data()?.to_vec(), s.address())
+        let (bytes, addr) = elf::sframe(&elf)?;
+        (bytes.to_vec(), addr)
     };
     if let Some(path) = save {
         std::fs::write(&path, &bytes).with_context(|| path.clone())?;

@@ -31,8 +31,12 @@
 //! frame-pointer step, as with the module's `unwind_fp_only=1`).
 //! Overflow checks are on, as in the module's build.
 
+// The examples use its `sframe()` alone.
+#[allow(dead_code)]
+#[path = "../src/elf.rs"]
+mod elf;
+
 use anyhow::{anyhow, bail, Context, Result};
-use object::{Object, ObjectSection};
 use sframe::unwind::{walk_amd64_metered, Lookup, Memory, Regs, WalkLimits};
 use sframe::{Budget, FoundRow, PcType, Reg, RegRule, Row, Section};
 use std::hint::black_box;
@@ -289,11 +293,7 @@ fn main() -> Result<()> {
         bail!("--depth: 1 to 500");
     }
     let data = std::fs::read(&file).with_context(|| file.clone())?;
-    let elf = object::File::parse(&*data).context("not an object file")?;
-    let sframe = elf
-        .section_by_name(".sframe")
-        .ok_or_else(|| anyhow!("no .sframe section"))?;
-    let (bytes, addr) = (sframe.data()?, sframe.address());
+    let (bytes, addr) = elf::sframe(&data)?;
     let section = Section::parse(bytes, addr).map_err(|e| anyhow!("sframe: {e}"))?;
     section
         .validate(&mut || {})
