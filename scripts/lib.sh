@@ -350,7 +350,7 @@ kvm_works() {
 	local stamp=$SFRAME_CACHE/kvm-probe kernel=$1 root=$2
 	if [ ! -f "$stamp" ]; then
 		mkdir -p "$SFRAME_CACHE"
-		if [ -w /dev/kvm ] && timeout -k 5 60 vng --run "$kernel" --root "$root" --user root \
+		if [ -w /dev/kvm ] && timeout -k 5 60 vng --run "$kernel" --root "$root" --user root --force-9p \
 			--memory 1G --exec true </dev/null >/dev/null 2>&1; then
 			echo yes >"$stamp"
 		else
