@@ -132,18 +132,32 @@ check_show "a library dlopen()ed late is registered from its mmap record" late_d
 # `perf record -- true` left 37 of its 51 objects to the measured run in
 # the arm64 guest: its perf's registrations then took 17 s, against 2 s
 # with all of them generated, and held up the programs measured).
-# daemon_idle: the daemon used under 10% of a CPU over 2 s (the few
-# processes this check starts cost it a little).
+# daemon_idle: the daemon used under 10% of a CPU over 2 s.  It starts no
+# process, not even sleep: the daemon registers every exec's objects, which
+# under TCG on arm64 costs it about 10% of a CPU per exec every 2 s, so that
+# a `sleep 2` between the two reads kept it from ever looking idle (the
+# check waited 190 to 316 s there, for objects generated within 10 s).  The
+# pause is a read of a FIFO that nothing writes (opened read-write, so that
+# the open does not wait for a writer) with bash's own timeout.
 daemon_idle() {
 	local a b
 	read -r -a a <"/proc/$DPID/stat"
-	sleep 2
+	read -r -t 2 _ <>"$PAUSE" || :
 	read -r -a b <"/proc/$DPID/stat"
 	[ $((b[13] + b[14] - a[13] - a[14])) -lt 20 ]
 }
+# until_idle SECONDS: daemon_idle, tried until it holds or SECONDS passed.
+until_idle() {
+	local end=$((SECONDS + $1))
+	until daemon_idle; do
+		[ $SECONDS -lt $end ] || return 1
+	done
+}
+PAUSE=/tmp/daemon-pause
+rm -f "$PAUSE" && mkfifo "$PAUSE"
 warm() {
 	perf record -N -a -o /tmp/daemon-warm.data -q -- bash -c \
-		"$(declare -f wait_for daemon_idle); DPID=$DPID; wait_for 600 daemon_idle" &&
+		"$(declare -f daemon_idle until_idle); DPID=$DPID PAUSE=$PAUSE; until_idle 600" &&
 		rm -f /tmp/daemon-warm.data
 }
 check "daemon warm: perf's own objects generated" warm
@@ -262,6 +276,10 @@ lost_then_rescan() {
 	burst_storm
 	kill -CONT "$DPID"
 	wait_for 30 registered "$p" 'libc.so.6$' || { echo "sleep $p not registered"; rc=1; }
+	# The rescan comes at most once a second, after the records the daemon
+	# had kept: under TCG on arm64 it can come well after the sleep's own
+	# records registered it.
+	wait_for 60 grep -q 'scanning every process again' "$log" || echo "no rescan within 60 s"
 	kill -USR1 "$DPID"
 	sleep 1
 	grep -E '^(lost|scans|errors)' "$log" | tail -4
@@ -340,5 +358,5 @@ else
 	skip "kmemleak: nothing of the module's leaked" "no kmemleak on this kernel"
 fi
 check "rmmod" unload_module
-rm -rf /tmp/daemon-all.sh* /tmp/daemon-dl.out \
+rm -rf /tmp/daemon-all.sh* /tmp/daemon-dl.out "$PAUSE" \
 	"$SFRAME_RUN_DIR" "$XDG_CACHE_HOME"
