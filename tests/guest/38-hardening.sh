@@ -260,8 +260,11 @@ unset SFRAME_RUN_DIR XDG_CACHE_HOME
 # 99th percentile latency must stay under LAT_P99_MS.  Under TCG, beside
 # another guest on 2 cores (2026-12-04): p99 43 ms; 247 ms with the module
 # as it was when issue 23 was filed (one mutex held across the
-# comparisons).
-LAT_SECONDS=20
+# comparisons).  10 s make about 850 rounds (1,706 in 20 s on
+# 2026-12-05), so the percentile stands on 8 of them; make stress
+# measures for 60 s.
+LAT_SECONDS=10
+[ "${SFRAME_STRESS:-0}" = 1 ] && LAT_SECONDS=60
 LAT_P99_MS=150
 check "insmod" reload
 big=$D/big-sframe
