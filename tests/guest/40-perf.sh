@@ -206,31 +206,48 @@ else
 fi
 
 # Unload while perf samples every CPU and the replacements run: each cycle
-# about 7 s under TCG (20 on arm64); make test runs 2 in each of its four
-# guests, make stress 100.
+# about 5 s under TCG, alone; make test runs 2 in each of its four guests,
+# make stress 100.  The workload is stopped once the module is gone: what
+# it does after is perf's own unwinder's.  The recordings are not read:
+# -B spares perf record its pass over them for build ids at the end.
 cycles=2
 [ "${SFRAME_STRESS:-0}" = 1 ] && cycles=100
+# unwound: the module has walked on the sample path, and on the deferred
+# one where there is one.  One read of its counters: under perf record -a
+# at 10 kHz each process started costs TCG about half a second, and the
+# two reads and two awks a poll took made polls of 2 s.
+unwound() {
+	local name value sample=0 deferred=0
+	while read -r name value _; do
+		case $name in
+		walks_sample) sample=$value ;;
+		walks_deferred) deferred=$value ;;
+		esac
+	done < <("$CTL" stats)
+	[ "$sample" -gt 0 ] && { [ "$defer" = 0 ] || [ "$deferred" -gt 0 ]; }
+}
 unload_during_perf() {
-	local g d i
-	perf record -q -N -a -g -e cpu-clock -F 10000 -o /tmp/all-g.data >/dev/null 2>&1 &
+	local g d i w
+	perf record -q -N -B -a -g -e cpu-clock -F 10000 -o /tmp/all-g.data >/dev/null 2>&1 &
 	g=$!
 	d=
 	if [ "$defer" = 1 ]; then
-		perf record -q -N -a --call-graph fp,defer -e cpu-clock -F 1000 -o /tmp/all-d.data >/dev/null 2>&1 &
+		perf record -q -N -B -a --call-graph fp,defer -e cpu-clock -F 1000 -o /tmp/all-d.data >/dev/null 2>&1 &
 		d=$!
 	fi
 	sleep 2
 	for i in $(seq "$cycles"); do
 		module_loaded sframe_unwind || insmod "$SFRAME_KO" || break
 		"$W" 2 chain recurse signal >/dev/null 2>&1 &
+		w=$!
 		# Unload once the workload is being unwound (both paths if possible).
 		for _ in $(seq 50); do
-			[ "$(counter walks_sample)" -gt 0 ] &&
-				{ [ "$defer" = 0 ] || [ "$(counter walks_deferred)" -gt 0 ]; } && break
+			unwound && break
 			sleep 0.1
 		done
 		rmmod sframe_unwind || break
-		wait $!
+		kill "$w" 2>/dev/null
+		wait "$w"
 	done
 	# shellcheck disable=SC2086 # $d: empty without a deferred recorder
 	kill -INT "$g" $d
