@@ -309,20 +309,56 @@ rootfs_tune() {
 	touch "$r/$ROOTFS_TUNED"
 }
 
-# bench_kernel NAME [--kernel KERNEL]: a benchmark's arguments.  Sets
-# kernel_args (for scripts/guest-run: empty for the test kernel) and
-# bench_out, the benchmark's output directory under $SFRAME_CACHE/out
-# (NAME, or NAME-KERNEL).
+# bench_kernel NAME [--arch arm64] [--kernel KERNEL]: a benchmark's
+# arguments.  Sets kernel_args (for scripts/guest-run: empty for the test
+# kernel), arch_args (--arch arm64, or empty), bench_arch (x86_64 or arm64),
+# bench_progs (where the guest finds the test programs of that
+# architecture, under the repository) and bench_out, the benchmark's output
+# directory under $SFRAME_CACHE/out (NAME, NAME-KERNEL, then -arm64).
+# --arch arm64 only where the caller set bench_arm64=1 first.
 bench_kernel() {
-	local name=$1
+	local name=$1 usage
 	shift
-	kernel_args=()
+	usage="usage: $name ${bench_arm64:+[--arch arm64] }[--kernel debian-7.3]"
+	kernel_args=() arch_args=() bench_arch=x86_64 bench_progs=out/progs
 	bench_out=$SFRAME_CACHE/out/$name
-	case ${1:-} in
-	--kernel) kernel_args=(--kernel "$2") bench_out+=-$2 ;;
-	'') ;;
-	*) die "usage: $name [--kernel debian-7.3]" ;;
-	esac
+	while [ $# -gt 0 ]; do
+		case $1 in
+		--kernel) [ $# -ge 2 ] || die "$usage"; kernel_args=(--kernel "$2") bench_out+=-$2; shift 2 ;;
+		--arch)
+			[ $# -ge 2 ] || die "$usage"
+			case $2 in
+			x86_64) ;;
+			arm64) [ "${bench_arm64:-0}" = 1 ] || die "$name runs on x86-64 only"
+				arch_args=(--arch arm64) bench_arch=arm64 bench_progs=out/progs-arm64 ;;
+			*) die "$usage" ;;
+			esac
+			shift 2
+			;;
+		*) die "$usage" ;;
+		esac
+	done
+	[ "$bench_arch" = x86_64 ] || bench_out+=-$bench_arch
+}
+
+# bench_build: the module and the test programs a benchmark's guest runs,
+# for bench_arch (bench_kernel), with KRUSTFLAGS=$SFRAME_MODULE_KRUSTFLAGS.
+# arm64: as scripts/run-tests builds them (the programs in the x86-64 root
+# with trixie's cross compiler; the module for the arm64 test kernel, while
+# scripts/debian-kernel builds Debian's).
+bench_build() {
+	"$SFRAME_TOP/scripts/kernel" "${arch_args[@]}" >/dev/null
+	"$SFRAME_TOP/scripts/rootfs" >/dev/null
+	if [ "$bench_arch" = arm64 ]; then
+		[ -n "${kernel_args[*]}" ] ||
+			"$SFRAME_TOP/scripts/module-arm64" ${SFRAME_MODULE_KRUSTFLAGS:+KRUSTFLAGS="$SFRAME_MODULE_KRUSTFLAGS"} >/dev/null
+		"$SFRAME_TOP/scripts/rootfs" --arch arm64 >/dev/null
+		"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" \
+			O="$SFRAME_TOP/$bench_progs" CC=aarch64-linux-gnu-gcc arm64
+	else
+		make -C "$SFRAME_TOP" -s module ${SFRAME_MODULE_KRUSTFLAGS:+KRUSTFLAGS="$SFRAME_MODULE_KRUSTFLAGS"}
+		build_progs
+	fi
 }
 
 # The test programs (tests/progs), built in the guest root (its binutils
