@@ -397,6 +397,29 @@ kvm_works() {
 	[ "$(cat "$stamp")" = yes ]
 }
 
+# update_sources DIR FILES: copy FILES (one path per line, relative to the
+# current directory) into DIR, a copy of the module's sources kept with its
+# build products for incremental builds: a file whose bytes differ from
+# DIR's copy is replaced and gets the time of now, one that is the same is
+# left untouched (its time too).  Not the files' own times: DIR may have
+# been built last from another checkout, whose files can be newer than
+# this one's, and make would then keep that checkout's objects.
+update_sources() {
+	local dir=$1 files=$2 stage f
+	stage=$(mktemp -d "${TMPDIR:-/tmp}/sframe-src.XXXXXX")
+	tar -c -f - --verbatim-files-from -T - <<<"$files" | tar -x -f - -C "$stage"
+	while IFS= read -r f; do
+		[ -n "$f" ] || continue
+		if ! cmp -s "$stage/$f" "$dir/$f"; then
+			mkdir -p "$dir/$(dirname "$f")"
+			cp -f "$stage/$f" "$dir/$f"
+			# cp keeps no time: the copy is newer than any object.
+			touch "$dir/$f"
+		fi
+	done <<<"$files"
+	rm -rf "$stage"
+}
+
 # prune_sources DIR FILES: remove from DIR, a copy of the module's sources
 # kept over earlier ones (its build products beside them, for incremental
 # builds), the source files of rust/ and include/ that FILES (one path per
