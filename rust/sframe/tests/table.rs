@@ -218,8 +218,73 @@ fn build_table_calls_resched() {
     assert!(sec.with_table(&words[..n]).is_ok());
 }
 
+/// Threads that share one table's hints, two slots of them (every lookup
+/// evicts another's), get the answers of the table without hints.
+#[test]
+fn hints_shared_by_threads() {
+    use std::sync::atomic::AtomicU64;
+    let fdes = (0..64u64)
+        .map(|i| {
+            FdeB::new(
+                0x40_0000 + i * 64,
+                64,
+                vec![
+                    FreB::sp(0, 8),
+                    FreB::sp(1, 16 + 8 * (i as i64 % 5)),
+                    FreB::sp(9, 24),
+                ],
+            )
+        })
+        .collect();
+    let bytes = SectionB::v3(0x1000, fdes).build();
+    let sec = Section::parse(&bytes, 0x1000).unwrap();
+    let mut words = Vec::new();
+    let table = tabled(sec, &mut words);
+    let pcs: Vec<u64> = (0x40_0000 - 16..0x40_0000 + 64 * 64 + 16).collect();
+    let expected: Vec<_> = pcs.iter().map(|&pc| table.find_row(pc)).collect();
+    for slots in [2usize, 64] {
+        let hints: Vec<AtomicU64> = (0..slots).map(|_| AtomicU64::new(0)).collect();
+        let hinted = table.with_hints(&hints);
+        std::thread::scope(|scope| {
+            for t in 0..4usize {
+                let (pcs, expected) = (&pcs, &expected);
+                scope.spawn(move || {
+                    for round in 0..20usize {
+                        for i in 0..pcs.len() {
+                            let j = (i * 7 + t * 13 + round) % pcs.len();
+                            assert_eq!(hinted.find_row(pcs[j]), expected[j], "{:#x}", pcs[j]);
+                        }
+                    }
+                });
+            }
+        });
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(300))]
+
+    /// Whatever is in the hint slots, lookups through them end, never
+    /// panic and never pay more than the search would.
+    #[test]
+    fn wrong_hints_never_panic(slots in prop::collection::vec(any::<u64>(), 64), seed in any::<u64>()) {
+        use std::sync::atomic::AtomicU64;
+        let bytes = SectionB::v3(0x40_0000, sample_fdes()).build();
+        let sec = Section::parse(&bytes, 0x40_0000).unwrap();
+        let mut words = Vec::new();
+        let table = tabled(sec, &mut words);
+        let hints: Vec<AtomicU64> = slots.into_iter().map(AtomicU64::new).collect();
+        let hinted = table.with_hints(&hints);
+        let mut pc = seed;
+        for _ in 0..256 {
+            pc = pc.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let _ = hinted.find_row(pc);
+            let mut budget = Budget::new(64, 16);
+            let at = 0x40_0000 + pc % 0x2000;
+            let _ = hinted.find_row_within(at, &mut budget);
+            prop_assert!(budget.spent() <= 64);
+        }
+    }
 
     /// Whatever is in a table's words, lookups through it end, and never
     /// panic.

@@ -44,6 +44,20 @@
 //! never panic or loop; a right one gives the decoder's answers, except
 //! that it also finds the rows the decoder's FRE scan refuses to reach
 //! ([`Error::TooManyFres`]): it does not scan.
+//!
+//! Hints ([`Section::with_hints`]): a stack walk looks up the same return
+//! addresses sample after sample.  A table may be given an array of
+//! 64-bit slots, a power of two of them, shared by every lookup in any
+//! context (NMI included, on any CPU): each slot remembers the last key
+//! (the PC minus the first function's start) hashed to it and the entry
+//! its search found, in one word, written and read whole with relaxed
+//! atomics.  A slot whose key matches gives the entry without the bucket
+//! words and the search (one unit of budget); any other falls back to
+//! the search, which then writes the slot.  A slot is only ever written
+//! with an entry the search found for its key in the same table, so a
+//! match is always the right entry; the entry index is still read with a
+//! bounds check, so even a wrong word could make a lookup wrong, never
+//! panic.
 
 use super::budget::{Budget, ReschedEvery};
 use super::fre::RawFre;
@@ -52,6 +66,7 @@ use super::index::{geometry, shr};
 use super::lookup::search_probes;
 use super::packed::{pack_row, PackedRow, KIND_DECODER, KIND_MASK, KIND_NONE, KIND_ROW};
 use super::{Error, PcType};
+use core::sync::atomic::{AtomicU64, Ordering};
 
 /// Identifies a row table, and its layout revision ("SFT1").
 const TABLE_MAGIC: u32 = 0x5346_5431;
@@ -60,6 +75,11 @@ const HEADER_WORDS: usize = 10;
 /// Entries per bucket, on average at most: a lookup probes about `log2`
 /// of it.
 pub const ENTRIES_PER_BUCKET: u32 = 4;
+
+/// Hint slots ([`Section::with_hints`]) a table is given at least and at
+/// most ([`TableShape::hint_slots`]).
+const MIN_HINT_SLOTS: usize = 64;
+const MAX_HINT_SLOTS: usize = 8192;
 
 /// The shape of a section's row table ([`Section::table_shape`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +94,16 @@ impl TableShape {
     /// The `u32` words the table takes.
     pub fn words(&self) -> usize {
         self.words
+    }
+
+    /// How many hint slots ([`Section::with_hints`]) suit the table: a
+    /// power of two, one for about every two entries, between 64 and
+    /// 8192 (8 bytes each: at most two thirds of the table's own 12 bytes
+    /// per entry, and 64 KiB).
+    pub fn hint_slots(&self) -> usize {
+        (self.entries / 2)
+            .clamp(MIN_HINT_SLOTS, MAX_HINT_SLOTS)
+            .next_power_of_two()
     }
 }
 
@@ -92,6 +122,37 @@ pub struct Table<'a> {
     /// stored in the table; `None` where that overflows (lookups then go
     /// to the decoder).
     first: Option<u64>,
+    /// Hint slots, a power of two of them, at least 2; empty for none.
+    hints: &'a [AtomicU64],
+    /// `32 - log2(hints.len())`: a key's slot is the top bits of its hash.
+    hint_shift: u32,
+}
+
+impl Table<'_> {
+    /// The hint slot of `key`: Fibonacci hashing, the product's top bits
+    /// (PCs that differ in their low bits only spread over the slots).
+    #[inline(always)]
+    fn hint_slot(&self, key: u32) -> Option<&AtomicU64> {
+        let hash = key.wrapping_mul(0x9e37_79b1);
+        self.hints
+            .get(usize::try_from(hash.checked_shr(self.hint_shift).unwrap_or(0)).ok()?)
+    }
+
+    /// The answer of entry `found`; `None` to ask the decoder (or for an
+    /// entry out of bounds, which a right table never gives).
+    #[inline(always)]
+    fn entry(&self, found: u32) -> Option<Result<Option<PackedRow>, Error>> {
+        let i = usize::try_from(found).ok()?.checked_mul(2)?;
+        let value = match (self.values.get(i), self.values.get(i.wrapping_add(1))) {
+            (Some(&lo), Some(&hi)) => u64::from(lo) | u64::from(hi) << 32,
+            _ => return None,
+        };
+        match value & KIND_MASK {
+            KIND_NONE => Some(Ok(None)),
+            KIND_ROW => Some(Ok(Some(PackedRow(value)))),
+            _ => None,
+        }
+    }
 }
 
 /// Where [`Section::build_table`] writes entries, or, without room
@@ -364,13 +425,37 @@ impl<'a> Section<'a> {
             first: self.addr.checked_add_signed(i64::from_ne_bytes(
                 (u64::from(*lo) | u64::from(*hi) << 32).to_ne_bytes(),
             )),
+            hints: &[],
+            hint_shift: 32,
         });
         Ok(self)
+    }
+
+    /// This section with its row table's lookups remembered in `hints`
+    /// (see the module's documentation): slots all zero at first, a power
+    /// of two of them, at least 2 and at most 2^31, kept with the table
+    /// and given to every section made with it, whatever its address.
+    /// Any other `hints`, or a section without a table, is returned as it
+    /// is: the same answers, without hints.
+    pub fn with_hints(mut self, hints: &'a [AtomicU64]) -> Section<'a> {
+        let n = hints.len();
+        if let Some(table) = self.table.as_mut() {
+            if n.is_power_of_two() && (2..=1 << 31).contains(&n) {
+                table.hints = hints;
+                table.hint_shift = 32 - n.trailing_zeros();
+            }
+        }
+        self
     }
 
     /// Whether lookups use a row table ([`Section::with_table`]).
     pub fn has_table(&self) -> bool {
         self.table.is_some()
+    }
+
+    /// Whether the row table's lookups use hints ([`Section::with_hints`]).
+    pub fn has_hints(&self) -> bool {
+        self.table.is_some_and(|t| !t.hints.is_empty())
     }
 
     /// The table's answer for `pc`, the entries it probes paid from
@@ -391,6 +476,21 @@ impl<'a> Section<'a> {
                 .then_some(Ok(None))
                 .or(Some(Err(Error::BudgetExhausted)));
         };
+        // A key of 32 bits (any PC a table entry can start at) may have a
+        // hint.
+        let slot = u32::try_from(key)
+            .ok()
+            .and_then(|k| Some((k, table.hint_slot(k)?)));
+        if let Some((k, slot)) = slot {
+            let word = slot.load(Ordering::Relaxed);
+            let found = (word & 0xffff_ffff) as u32;
+            if (word >> 32) as u32 == k && found != 0 {
+                if !budget.charge(1) {
+                    return Some(Err(Error::BudgetExhausted));
+                }
+                return table.entry(found.wrapping_sub(1));
+            }
+        }
         let nb = table.buckets.len().wrapping_sub(1);
         let bucket = usize::try_from(shr(key, table.shift)).unwrap_or(usize::MAX);
         let (lo, hi) = if bucket >= nb {
@@ -422,18 +522,13 @@ impl<'a> Section<'a> {
                 h = mid;
             }
         }
-        let Some(found) = l.checked_sub(1) else {
+        // `l` is the entry after the one found (0: below the first one).
+        if l == 0 {
             return Some(Ok(None));
-        };
-        let i = usize::try_from(found).ok()?.checked_mul(2)?;
-        let value = match (table.values.get(i), table.values.get(i.wrapping_add(1))) {
-            (Some(&lo), Some(&hi)) => u64::from(lo) | u64::from(hi) << 32,
-            _ => return None,
-        };
-        match value & KIND_MASK {
-            KIND_NONE => Some(Ok(None)),
-            KIND_ROW => Some(Ok(Some(PackedRow(value)))),
-            _ => None,
         }
+        if let Some((k, slot)) = slot {
+            slot.store(u64::from(k) << 32 | u64::from(l), Ordering::Relaxed);
+        }
+        table.entry(l.wrapping_sub(1))
     }
 }

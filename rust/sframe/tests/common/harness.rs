@@ -239,4 +239,69 @@ pub fn check_table(sec: &Section<'_>, pcs: &[u64], validated: bool) {
             "a table lookup paid {budget:?}"
         );
     }
+    check_hints(sec, &words, pcs);
+}
+
+/// Lookups through `words` (`sec`'s row table) with hints answer as
+/// without, cold and warm, in either order, with as many slots as the
+/// table's shape asks for and with so few that keys keep evicting each
+/// other; a lookup that a hint answers costs one unit.
+fn check_hints(sec: &Section<'_>, words: &[u32], pcs: &[u64]) {
+    use core::sync::atomic::AtomicU64;
+    let table = sec
+        .with_table(words)
+        .expect("a row table fits its own section");
+    let shaped = sec.table_shape(&mut || {}).expect("a shape").hint_slots();
+    assert!(shaped.is_power_of_two() && (64..=8192).contains(&shaped));
+    for slots in [2usize, 16, shaped] {
+        let hints: Vec<AtomicU64> = (0..slots).map(|_| AtomicU64::new(0)).collect();
+        let hinted = table.with_hints(&hints);
+        assert!(hinted.has_hints() && !table.has_hints());
+        for round in 0..3 {
+            let mut order: Vec<u64> = pcs.to_vec();
+            if round == 1 {
+                order.reverse();
+            }
+            for &pc in &order {
+                let expected = table.find_within(pc, &mut Budget::unlimited());
+                let mut budget = Budget::unlimited();
+                let got = hinted.find_within(pc, &mut budget);
+                assert_eq!(got, expected, "hinted find_within({pc:#x}), {slots} slots");
+                assert!(budget.spent() >= 1, "a hinted lookup paid nothing");
+                // Right after its own lookup, a PC the table answers finds
+                // its hint (a miss below the first entry writes none).
+                let mut again = Budget::unlimited();
+                assert_eq!(hinted.find_within(pc, &mut again), expected);
+                let mut cold = Budget::unlimited();
+                let _ = table.find_within(pc, &mut cold);
+                assert!(
+                    again.spent() <= cold.spent(),
+                    "a hit paid more than a search"
+                );
+            }
+        }
+        // A row the table packs was found by its search, which wrote it.
+        let packed = pcs.iter().any(|&pc| {
+            matches!(
+                table.find_within(pc, &mut Budget::unlimited()),
+                Ok(Some(FoundRow::Packed(_)))
+            )
+        });
+        let written = hints
+            .iter()
+            .any(|h| h.load(core::sync::atomic::Ordering::Relaxed) != 0);
+        assert!(!packed || written, "no hint written");
+    }
+    // Slots that are not a power of two, or too few, are not used.
+    for n in [0usize, 1, 3, 100] {
+        let hints: Vec<AtomicU64> = (0..n).map(|_| AtomicU64::new(0)).collect();
+        let hinted = table.with_hints(&hints);
+        assert!(!hinted.has_hints());
+        for &pc in pcs.iter().take(64) {
+            let _ = hinted.find_within(pc, &mut Budget::unlimited());
+        }
+        assert!(hints
+            .iter()
+            .all(|h| h.load(core::sync::atomic::Ordering::Relaxed) == 0));
+    }
 }
