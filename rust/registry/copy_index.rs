@@ -18,12 +18,25 @@
 //! ([`copy_charge`]): what a user makes the module hold stays within the
 //! per-user and module-wide byte limits.
 //!
+//! Beside the table, its hints (the decoder's `table.rs`): 64 to 8192
+//! words that remember, per hashed PC, the entry the table's search found
+//! last, so that the return addresses a walk meets sample after sample
+//! skip the search.  They are the one part of a copy written after it is
+//! made: by lookups, in any context, each slot a whole 64-bit word stored
+//! and loaded with relaxed atomics (single-copy atomic on x86-64 and
+//! arm64); a slot is only ever written with what the search found for its
+//! key in the same table, so whatever order CPUs see the stores in, a slot
+//! whose key matches holds that key's entry.  Shared like the table, by
+//! every registration of the same bytes (of one user: copies are not
+//! shared across users).
+//!
 //! Contexts: built in process context (allocated with
 //! `GFP_KERNEL_ACCOUNT`, charged to the caller's memory cgroup like the
 //! bytes, rescheduling every 1024 FDEs); attached in any context, NMI
 //! included (O(1), no allocation, no lock).
 
 use crate::sframe;
+use core::sync::atomic::AtomicU64;
 use kernel::prelude::*;
 
 /// Why an index could not be built.
@@ -40,13 +53,16 @@ pub(super) enum IndexError {
 ///
 /// # Invariants
 ///
-/// `words` and `table` never change once built: their capacities are
-/// what the copy's owner is charged for them, from the copy's making to
-/// its last use.
+/// `words` and `table` never change once built, nor does the length of
+/// `hints` (only their slots' values): their capacities are what the
+/// copy's owner is charged for them, from the copy's making to its last
+/// use.  `hints` is empty where `table` is.
 pub(super) struct CopyIndex {
     words: KVVec<u32>,
     /// The row table, empty where the section gets none.
     table: KVVec<u32>,
+    /// The row table's hint slots, all zero when made.
+    hints: KVVec<AtomicU64>,
 }
 
 impl CopyIndex {
@@ -66,22 +82,29 @@ impl CopyIndex {
         if written != words.len() {
             return Err(IndexError::Format(sframe::Error::IndexTooSmall));
         }
-        let table = Self::build_table(section, resched)?;
-        // INVARIANT: built; nothing changes `words` or `table` from here on.
-        Ok(Self { words, table })
+        let (table, slots) = Self::build_table(section, resched)?;
+        let hints = zeroed_hints(slots)?;
+        // INVARIANT: built, `hints` empty where `table` is; nothing
+        // changes `words`, `table` or the length of `hints` from here on.
+        Ok(Self {
+            words,
+            table,
+            hints,
+        })
     }
 
-    /// The row table of `section`, or none (empty) for a section whose
-    /// functions span 4 GiB or more or whose rows are not decoded: its
-    /// lookups then go to the decoder, through the index.
+    /// The row table of `section` and how many hint slots suit it, or none
+    /// (empty, no slots) for a section whose functions span 4 GiB or more
+    /// or whose rows are not decoded: its lookups then go to the decoder,
+    /// through the index.
     fn build_table(
         section: &sframe::Section<'_>,
         resched: &mut dyn FnMut(),
-    ) -> Result<KVVec<u32>, IndexError> {
+    ) -> Result<(KVVec<u32>, usize), IndexError> {
         let shape = match section.table_shape(resched) {
             Ok(shape) => shape,
             Err(sframe::Error::TableSpan | sframe::Error::UnsupportedRows) => {
-                return Ok(KVVec::new())
+                return Ok((KVVec::new(), 0))
             }
             Err(e) => return Err(IndexError::Format(e)),
         };
@@ -90,18 +113,19 @@ impl CopyIndex {
         let written = match section.build_table_shaped(&shape, &mut table, resched) {
             Ok(written) => written,
             // Found only when the rows are decoded.
-            Err(sframe::Error::UnsupportedRows) => return Ok(KVVec::new()),
+            Err(sframe::Error::UnsupportedRows) => return Ok((KVVec::new(), 0)),
             Err(e) => return Err(IndexError::Format(e)),
         };
         // The shape said how many; a shorter table would not attach.
         if written != table.len() {
             return Err(IndexError::Format(sframe::Error::IndexTooSmall));
         }
-        Ok(table)
+        Ok((table, shape.hint_slots()))
     }
 
     /// The same index, for a new copy of the same bytes (a fork child's
-    /// revived copy): copied, not built again.  Process context.
+    /// revived copy): copied, not built again, with hints of its own (as
+    /// many, all zero).  Process context.
     pub(super) fn try_clone(&self) -> Result<Self, IndexError> {
         let copy = |from: &KVVec<u32>| -> Result<KVVec<u32>, IndexError> {
             let mut words = KVVec::new();
@@ -110,16 +134,22 @@ impl CopyIndex {
                 .map_err(|_| IndexError::NoMemory)?;
             Ok(words)
         };
+        // INVARIANT: copies of built ones, `hints` as long as the
+        // original's (empty where `table` is).
         Ok(Self {
             words: copy(&self.words)?,
             table: copy(&self.table)?,
+            hints: zeroed_hints(self.hints.len())?,
         })
     }
 
-    /// The kernel memory the index and the row table hold, in bytes.
+    /// The kernel memory the index, the row table and its hints hold, in
+    /// bytes.
     pub(super) fn kernel_bytes(&self) -> u64 {
         let words = self.words.capacity().saturating_add(self.table.capacity());
-        (words as u64).saturating_mul(u64::from(u32::BITS / 8))
+        (words as u64)
+            .saturating_mul(u64::from(u32::BITS / 8))
+            .saturating_add((self.hints.capacity() as u64).saturating_mul(8))
     }
 
     /// `section`, parsed from the bytes this index was built for (at any
@@ -132,8 +162,24 @@ impl CopyIndex {
         if self.table.is_empty() {
             return section;
         }
-        section.with_table(&self.table).unwrap_or(section)
+        match section.with_table(&self.table) {
+            Ok(tabled) => tabled.with_hints(&self.hints),
+            Err(_) => section,
+        }
     }
+}
+
+/// `n` hint slots, all zero.  Process context.
+fn zeroed_hints(n: usize) -> Result<KVVec<AtomicU64>, IndexError> {
+    let mut hints =
+        KVVec::with_capacity(n, GFP_KERNEL_ACCOUNT).map_err(|_| IndexError::NoMemory)?;
+    for _ in 0..n {
+        // Within the capacity just allocated: no allocation here.
+        hints
+            .push(AtomicU64::new(0), GFP_KERNEL_ACCOUNT)
+            .map_err(|_| IndexError::NoMemory)?;
+    }
+    Ok(hints)
 }
 
 /// What a copy of `bytes_len` section bytes with `index` is charged

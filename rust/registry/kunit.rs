@@ -197,8 +197,8 @@ mod registry_index_tests {
         same_rows(V3);
     }
 
-    /// A copy is charged its index's and row table's bytes as well as its
-    /// own: their words, all of them (a copy's owner pays for what it makes the
+    /// A copy is charged its index's, row table's and hints' bytes as well
+    /// as its own: their words, all of them (a copy's owner pays for what it makes the
     /// module hold), and a revived copy's index costs what the original
     /// did.  The same `charge` is what the last use gives back.
     fn index_is_charged(bytes: &[u8]) {
@@ -217,12 +217,16 @@ mod registry_index_tests {
         let Ok(index) = index else {
             return;
         };
-        let table_words = s.table_words(&mut || {});
-        assert!(matches!(table_words, Ok(n) if n > 10));
-        let Ok(table_words) = table_words else {
+        let shape = s.table_shape(&mut || {});
+        assert!(matches!(shape, Ok(ref shape) if shape.words() > 10));
+        let Ok(shape) = shape else {
             return;
         };
-        let index_bytes = 4 * (words + table_words) as u64;
+        // The table's words and its hint slots (a power of two, 64 at
+        // least).
+        let slots = shape.hint_slots();
+        assert!(slots.is_power_of_two() && slots >= 64);
+        let index_bytes = 4 * (words + shape.words()) as u64 + 8 * slots as u64;
         assert_eq!(index.kernel_bytes(), index_bytes);
         assert_eq!(
             copy_charge(bytes.len(), &index),
@@ -235,6 +239,7 @@ mod registry_index_tests {
         };
         assert_eq!(clone.kernel_bytes(), index_bytes);
         assert!(clone.attach(s).has_index() && clone.attach(s).has_table());
+        assert!(index.attach(s).has_hints() && clone.attach(s).has_hints());
     }
 
     #[test]
