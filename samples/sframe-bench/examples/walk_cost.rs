@@ -29,6 +29,10 @@
 //! frame, then the store), the floor the SFrame walk is measured against;
 //! `--fp-step` walks that chain with the module's walker and no rows (its
 //! frame-pointer step, as with the module's `unwind_fp_only=1`).
+//! The table's hints are attached as the module attaches them, so that
+//! from the second walk on its lookups find their entries without the
+//! search (the same return addresses, walk after walk, as a workload's
+//! samples give them); `--no-hints` walks without them.
 //! Overflow checks are on, as in the module's build.
 
 // The examples use its `sframe()` alone.
@@ -40,6 +44,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use sframe::unwind::{walk_amd64_metered, Lookup, Memory, Regs, WalkLimits};
 use sframe::{Budget, FoundRow, PcType, Reg, RegRule, Row, Section};
 use std::hint::black_box;
+use std::sync::atomic::AtomicU64;
 
 /// The module's `MAX_SPAN` (`rust/unwind/walk.rs`).
 const MAX_SPAN: u64 = 64 << 20;
@@ -276,7 +281,7 @@ fn walks(
 fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let (mut file, mut depth, mut count) = (None, 100usize, 1000u32);
-    let (mut mode, mut one) = (Mode::Sframe, false);
+    let (mut mode, mut one, mut hinted) = (Mode::Sframe, false, true);
     while let Some(arg) = args.next() {
         match arg.as_str() {
             "--depth" => depth = args.next().context("--depth N")?.parse()?,
@@ -284,11 +289,13 @@ fn main() -> Result<()> {
             "--fp" => mode = Mode::PerfFp,
             "--fp-step" => mode = Mode::FpStep,
             "--one" => one = true,
+            "--no-hints" => hinted = false,
             _ => file = Some(arg),
         }
     }
-    let file =
-        file.context("usage: walk_cost FILE [--depth N] [--walks N] [--fp | --fp-step | --one]")?;
+    let file = file.context(
+        "usage: walk_cost FILE [--depth N] [--walks N] [--fp | --fp-step | --one] [--no-hints]",
+    )?;
     if !(1..=500).contains(&depth) {
         bail!("--depth: 1 to 500");
     }
@@ -312,10 +319,21 @@ fn main() -> Result<()> {
     section
         .build_table(&mut table, &mut || {})
         .map_err(|e| anyhow!("table: {e}"))?;
+    let hints: Vec<AtomicU64> = (0..section
+        .table_shape(&mut || {})
+        .map_err(|e| anyhow!("{e}"))?
+        .hint_slots())
+        .map(|_| AtomicU64::new(0))
+        .collect();
     let section = section
         .with_index(&index)
         .and_then(|s| s.with_table(&table))
         .map_err(|e| anyhow!("{e}"))?;
+    let section = if hinted {
+        section.with_hints(&hints)
+    } else {
+        section
+    };
 
     let mut frames: Vec<(u64, Row)> = (0..section.num_fdes())
         .filter_map(|i| frame_pc(&section, i))
