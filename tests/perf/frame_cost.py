@@ -273,20 +273,34 @@ def print_percentiles(d, phases):
               "instructions per walk", ["walks", "p50", "p99", "max"], rows)
 
 
-def main():
-    d = sys.argv[1]
-    v = load(d)
+# The deferred path's boot (DIR/deferred, x86-64): the same faults under
+# --call-graph fp,defer, the walk done by unwind_user() on the way back to
+# user space (perf's own frame-pointer walk, or the module's), and the
+# plugin's window on unwind_user() instead.
+DEFERRED_VARIANTS = [
+    ("stock-defer", "perf's own deferred walk (stock kernel, -fp build)"),
+    ("sframe-defer", "the module's deferred SFrame walk, no-FP build"),
+]
+DEFERRED_PROFILED = [
+    "perf's own deferred walk, walk-cost-fp",
+    "the module's deferred walk, walk-cost",
+]
+
+
+def per_frame_table(d, v, variants, what, csv_prefix):
+    """The table of instructions per sample and per frame of `variants`
+    (results.txt keys), the first being perf's own walk; returns the
+    deepest depth."""
     depths = sorted({depth for key, depth in v if not key.startswith("stats.")})
     lo, hi = depths[0], depths[-1]
-
     print(f"Instructions per sample (page fault) beyond the same fault without -g, "
-          f"under -icount; chains of {', '.join(map(str, depths))} frames")
+          f"under -icount, {what}; chains of {', '.join(map(str, depths))} frames")
     print()
     header = "  " + f"{'walk':<64}" + "".join(f"{f'{x} frames':>13}" for x in depths) + \
         f"{'per frame':>12}"
     print(header)
     per_frame, per_sample = {}, {}
-    for key, name in VARIANTS:
+    for key, name in variants:
         if (key, lo) not in v:
             continue
         row = []
@@ -296,57 +310,54 @@ def main():
         per_frame[key], per_sample[key] = slope, row
         print(f"  {name:<64}" + "".join(f"{x:13.0f}" for x in row) + f"{slope:12.1f}")
     print()
-    base = per_frame.get("stock-fp")
+    own = variants[0][0]
+    base = per_frame.get(own)
     if base:
         print("  per frame, relative to perf's own frame-pointer walk:")
-        for key, name in VARIANTS:
+        for key, name in variants:
             if key in per_frame:
                 print(f"    {name:<62} {per_frame[key] / base:6.2f}x")
         print("  per sample, relative to perf's own frame-pointer walk (same depth):")
-        for key, name in VARIANTS:
-            if key in per_sample and key != "stock-fp":
-                ratios = "  ".join(f"{a / b:5.2f}x" for a, b in zip(per_sample[key], per_sample["stock-fp"]))
+        for key, name in variants:
+            if key in per_sample and key != own:
+                ratios = "  ".join(f"{a / b:5.2f}x" for a, b in zip(per_sample[key], per_sample[own]))
                 print(f"    {name:<62} {ratios}")
     print(f"  (a fault without perf: {v.get(('none', lo), 0):.0f} instructions; "
           f"its sample without -g adds {v.get(('nog', lo), 0) - v.get(('none', lo), 0):.0f})")
     print()
-    write_csv(d, "instructions-per-frame", "Instructions per frame of a user-stack walk (-icount)",
+    write_csv(d, f"{csv_prefix}instructions-per-frame",
+              f"Instructions per frame of a user-stack walk, {what} (-icount)",
               "instructions per frame", ["walk", "per frame"],
-              [[name, f"{per_frame[key]:.1f}"] for key, name in VARIANTS if key in per_frame])
-    write_csv(d, "instructions-per-sample",
-              "Instructions a -g sample adds, by chain depth (-icount)", "instructions per sample",
+              [[name, f"{per_frame[key]:.1f}"] for key, name in variants if key in per_frame])
+    write_csv(d, f"{csv_prefix}instructions-per-sample",
+              f"Instructions a sample adds, by chain depth, {what} (-icount)",
+              "instructions per sample",
               ["walk"] + [f"{x} frames" for x in depths],
-              [[name] + [f"{x:.0f}" for x in per_sample[key]] for key, name in VARIANTS
+              [[name] + [f"{x:.0f}" for x in per_sample[key]] for key, name in variants
                if key in per_sample])
+    return hi
 
-    syms_path = os.path.join(d, "kallsyms.txt")
-    prof_path = os.path.join(d, "walkprof.txt")
-    if not (os.path.exists(syms_path) and os.path.exists(prof_path)):
-        return 0
-    phases = load_walkprof(prof_path, load_kallsyms(syms_path))
-    # The boot goes on after the last marker: what it walks there (the
-    # timed runs) is one more phase, dumped at exit, not profiled.
-    if len(phases) < len(PROFILED):
-        print(f"walkprof.txt has {len(phases)} phases, not {len(PROFILED)}: no profile")
-        return 1
-    print_percentiles(d, phases)
-    syms = load_kallsyms(syms_path)
+
+def profile_report(d, pairs, frames, window, hi, csv_prefix):
+    """Where the instructions of each (variant, phase) of `pairs` go, the
+    module's (the second) per frame from its `frames` counter."""
+    syms = load_kallsyms(os.path.join(d, "kallsyms.txt"))
     lines = ModuleLines(os.path.join(d, "sframe_unwind.ko"))
     if not lines.ok:
         print("(no line tables in the run's sframe_unwind.ko: the module's instructions "
               "go by function name)")
         print()
-    frames = v.get(("stats.profile", "frames_sample"))
-    for (key, name), phase in zip((VARIANTS[0], VARIANTS[3]), phases[0:4:2]):
+    for i, ((key, name), phase) in enumerate(pairs):
         walks, total, by_fn, calls, _, blocks = phase
         per_walk = total / max(walks, 1)
+        module = i == 1 and bool(frames)
         print(f"Where {name}'s instructions go ({hi} frames deep; every instruction inside")
-        print(f"perf_callchain_user() counted by scripts/walkprof.c): {walks} walks, "
+        print(f"{window} counted by scripts/walkprof.c): {walks} walks, "
               f"{per_walk:.0f} instructions per walk" +
               (f", {total / frames:.0f} per frame ({frames / max(walks, 1):.1f} frames per walk)"
-               if key == "sframe" and frames else ""))
-        scale = (frames if key == "sframe" and frames else walks)
-        unit = "per frame" if key == "sframe" and frames else "per walk"
+               if module else ""))
+        scale = frames if module else walks
+        unit = "per frame" if module else "per walk"
         by_comp = components(blocks, syms, lines)
         rows = []
         for comp, n in by_comp.most_common():
@@ -356,9 +367,59 @@ def main():
         for fn, n in by_fn.most_common(14):
             print(f"    {fn[:58]:<58} {n / scale:9.1f} {unit}  {calls[fn] / max(walks, 1):6.1f} calls/walk")
         print()
-        write_csv(d, f"profile-{key}", f"Where {name}'s instructions go",
+        write_csv(d, f"{csv_prefix}profile-{key}", f"Where {name}'s instructions go",
                   f"instructions {unit}", ["component", "instructions"], rows)
+
+
+def deferred_report(d):
+    """The deferred path's tables and profile, from DIR/deferred."""
+    dd = os.path.join(d, "deferred")
+    if not os.path.exists(os.path.join(dd, "results.txt")):
+        return 0
+    v = load(dd)
+    hi = per_frame_table(d, v, DEFERRED_VARIANTS, "--call-graph fp,defer (unwind_user())",
+                         "deferred-")
+    prof_path = os.path.join(dd, "walkprof.txt")
+    if not (os.path.exists(os.path.join(dd, "kallsyms.txt")) and os.path.exists(prof_path)):
+        return 0
+    phases = load_walkprof(prof_path, load_kallsyms(os.path.join(dd, "kallsyms.txt")))
+    if len(phases) < len(DEFERRED_PROFILED):
+        print(f"deferred/walkprof.txt has {len(phases)} phases, not {len(DEFERRED_PROFILED)}: "
+              "no profile")
+        return 1
+    print("Instructions per walk in the kernel (every instruction inside unwind_user(), "
+          "scripts/walkprof.c)")
+    print()
+    print(f"  {'walks':<52}{'walks':>7}{'p50':>9}{'p99':>9}{'max':>9}")
+    for name, phase in zip(DEFERRED_PROFILED, phases):
+        walks = sorted(phase[4])
+        if walks:
+            print(f"  {name:<52}{len(walks):7d}{percentile(walks, 50):9d}"
+                  f"{percentile(walks, 99):9d}{walks[-1]:9d}")
+    print()
+    profile_report(dd, list(zip(DEFERRED_VARIANTS, phases[:2])),
+                   v.get(("stats.profile", "frames_deferred")), "unwind_user()", hi, "")
     return 0
+
+
+def main():
+    d = sys.argv[1]
+    v = load(d)
+    hi = per_frame_table(d, v, VARIANTS, "-g", "")
+
+    syms_path = os.path.join(d, "kallsyms.txt")
+    prof_path = os.path.join(d, "walkprof.txt")
+    if os.path.exists(syms_path) and os.path.exists(prof_path):
+        phases = load_walkprof(prof_path, load_kallsyms(syms_path))
+        # The boot goes on after the last marker: what it walks there (the
+        # timed runs) is one more phase, dumped at exit, not profiled.
+        if len(phases) < len(PROFILED):
+            print(f"walkprof.txt has {len(phases)} phases, not {len(PROFILED)}: no profile")
+            return 1
+        print_percentiles(d, phases)
+        profile_report(d, [(VARIANTS[0], phases[0]), (VARIANTS[3], phases[2])],
+                       v.get(("stats.profile", "frames_sample")), "perf_callchain_user()", hi, "")
+    return deferred_report(d)
 
 
 if __name__ == "__main__":
