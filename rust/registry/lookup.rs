@@ -6,8 +6,8 @@
 //! This is all of the registry that `rust/unwind/` uses.  Contexts: any,
 //! NMI included: nothing here locks, sleeps, allocates or faults; the
 //! index and the per-mm trees are read under RCU only.  A walk that may
-//! sleep between lookups keeps its current section's copy by a counted
-//! reference ([`SleepingWalkRows`]).
+//! sleep between lookups keeps the copies of the sections it uses by
+//! counted references, and the sections parsed ([`SleepingWalkRows`]).
 
 use super::{
     copy::SectionCopy,
@@ -19,7 +19,10 @@ use crate::{
     abstractions::compat::rcu,
     sframe, //
 };
-use core::sync::atomic::Ordering;
+use core::{
+    cell::OnceCell,
+    sync::atomic::Ordering, //
+};
 use kernel::{
     bindings,
     sync::Arc, //
@@ -109,25 +112,70 @@ fn live_section<'g>(state: &'g MmState, pc: u64, guard: &'g rcu::Guard) -> Optio
         .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))
 }
 
-/// The rows of one mm for a walk that may sleep between its lookups (the
-/// deferred path, whose reads fault pages in): no RCU read lock is held
-/// between them, so the section last used is kept by a counted reference
-/// to its copy, with its text range and address.  A frame in that section
-/// costs the range check, the section made again from its layout (two
-/// bounds checks, [`SectionCopy::rows_at`]) and the row table's
-/// search, without the trees; a frame elsewhere, one RCU read-side
-/// section to find its section.
+/// How many sections a walk that may sleep keeps parsed ([`KeptSections`]):
+/// a chain crosses the program, its C library and a few more objects.
+const KEPT_SECTIONS: usize = 8;
+
+/// The sections a walk that may sleep between its lookups (the deferred
+/// path, whose reads fault pages in) has used, each kept by a counted
+/// reference to its copy for the whole walk, so that the walk can keep
+/// them parsed ([`SleepingWalkRows`]).  A slot is filled once and never
+/// changes until the walk ends: what the walk borrows from it stays.
 ///
 /// The copy kept may be that of a section retired since it was found (an
 /// object unmapped while the walk slept): its rows are those the section
-/// had, and its bytes stay allocated until the walk lets go of it, which
+/// had, and its bytes stay allocated until the walk lets go of them, which
 /// unload waits for (the deferred path holds it off).
-pub(crate) struct SleepingWalkRows {
-    mm: *const bindings::mm_struct,
-    kept: Option<Kept>,
+pub(crate) struct KeptSections {
+    slots: [OnceCell<Kept>; KEPT_SECTIONS],
 }
 
-/// A section a [`SleepingWalkRows`] keeps.
+impl KeptSections {
+    /// No section kept yet.
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: core::array::from_fn(|_| OnceCell::new()),
+        }
+    }
+
+    /// `kept`, in a slot of its own or in the one that already holds the
+    /// same copy at the same place; `Err(kept)` when every slot holds
+    /// another.
+    fn keep(&self, kept: Kept) -> Result<&Kept, Kept> {
+        for slot in &self.slots {
+            if let Some(k) = slot.get() {
+                if k.same_as(&kept) {
+                    return Ok(k);
+                }
+                continue;
+            }
+            // An empty slot: filled with `kept`, for the rest of the walk.
+            return Ok(slot.get_or_init(|| kept));
+        }
+        Err(kept)
+    }
+}
+
+/// The rows of one mm for a walk that may sleep between its lookups (the
+/// deferred path): no RCU read lock is held between them, so each section
+/// used is kept by a counted reference to its copy ([`KeptSections`]) and
+/// stays parsed: a frame in the section of the frame before costs the
+/// range check and the row table's search, as on the sample path; a frame
+/// elsewhere, one RCU read-side section to find its section, and a parse
+/// (two bounds checks, [`SectionCopy::rows_at`]) where the walk has not
+/// used it yet.  Where a walk crosses more sections than there are slots,
+/// the section of the latest frame is kept here and made again from its
+/// layout for each lookup.
+pub(crate) struct SleepingWalkRows<'k> {
+    mm: *const bindings::mm_struct,
+    kept: &'k KeptSections,
+    /// The section last used, parsed: its text range, and its rows.
+    current: Option<(u64, u64, sframe::Section<'k>)>,
+    /// The section last used where no slot was left.
+    spilled: Option<Kept>,
+}
+
+/// A section a walk keeps.
 struct Kept {
     text_start: u64,
     text_end: u64,
@@ -135,10 +183,29 @@ struct Kept {
     copy: Arc<SectionCopy>,
 }
 
-impl SleepingWalkRows {
-    /// The rows of `mm`, for one walk.
-    pub(crate) fn new(mm: *const bindings::mm_struct) -> Self {
-        Self { mm, kept: None }
+impl Kept {
+    fn covers(&self, pc: u64) -> bool {
+        (self.text_start..self.text_end).contains(&pc)
+    }
+
+    /// The same copy registered at the same place.
+    fn same_as(&self, other: &Kept) -> bool {
+        core::ptr::eq(&*self.copy, &*other.copy)
+            && self.sframe_addr == other.sframe_addr
+            && self.text_start == other.text_start
+            && self.text_end == other.text_end
+    }
+}
+
+impl<'k> SleepingWalkRows<'k> {
+    /// The rows of `mm`, for one walk, its sections kept in `kept`.
+    pub(crate) fn new(mm: *const bindings::mm_struct, kept: &'k KeptSections) -> Self {
+        Self {
+            mm,
+            kept,
+            current: None,
+            spilled: None,
+        }
     }
 
     /// The unwind row for `pc`, copied out, the search paid from the
@@ -148,14 +215,24 @@ impl SleepingWalkRows {
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
-        let hit = self
-            .kept
-            .as_ref()
-            .is_some_and(|k| (k.text_start..k.text_end).contains(&pc));
-        if !hit {
-            self.kept = self.keep(pc);
+        if let Some((start, end, parsed)) = &self.current {
+            if (*start..*end).contains(&pc) {
+                return parsed.find_within(pc, budget).ok().flatten();
+            }
         }
-        let k = self.kept.as_ref()?;
+        if let Some(k) = self.spilled.as_ref().filter(|k| k.covers(pc)) {
+            return k
+                .copy
+                .rows_at(k.sframe_addr)?
+                .find_within(pc, budget)
+                .ok()
+                .flatten();
+        }
+        self.switch(pc);
+        if let Some((_, _, parsed)) = &self.current {
+            return parsed.find_within(pc, budget).ok().flatten();
+        }
+        let k = self.spilled.as_ref()?;
         k.copy
             .rows_at(k.sframe_addr)?
             .find_within(pc, budget)
@@ -163,9 +240,30 @@ impl SleepingWalkRows {
             .flatten()
     }
 
-    /// The live section that covers `pc`, kept, if there is one.
+    /// Makes the live section that covers `pc`, if any, the one
+    /// [`SleepingWalkRows::find_row`] searches: kept and parsed, or, with
+    /// no slot left, spilled.
     #[inline(never)]
-    fn keep(&self, pc: u64) -> Option<Kept> {
+    fn switch(&mut self, pc: u64) {
+        self.current = None;
+        self.spilled = None;
+        let Some(found) = self.find(pc) else {
+            return;
+        };
+        match self.kept.keep(found) {
+            Ok(k) => {
+                self.current = k
+                    .copy
+                    .rows_at(k.sframe_addr)
+                    .map(|parsed| (k.text_start, k.text_end, parsed));
+            }
+            Err(found) => self.spilled = Some(found),
+        }
+    }
+
+    /// The live section that covers `pc`, with a counted reference to its
+    /// copy, if there is one.
+    fn find(&self, pc: u64) -> Option<Kept> {
         let guard = rcu::Guard::new();
         let s = live_section(indexed(self.mm, &guard)?, pc, &guard)?;
         // The section holds a reference to its copy until an RCU grace
@@ -178,7 +276,6 @@ impl SleepingWalkRows {
         })
     }
 }
-
 /// Runs `f` with the rows of `mm`, under one RCU read-side critical
 /// section: `f` must not sleep (the sample path, NMI included).
 pub(crate) fn with_walk_rows<R>(

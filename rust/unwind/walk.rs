@@ -64,6 +64,7 @@ use crate::{
     },
     registry::lookup::{
         self,
+        KeptSections,
         SleepingWalkRows,
         WalkRows, //
     },
@@ -120,9 +121,9 @@ impl Rows for &mut WalkRows<'_> {
 }
 
 /// The deferred path, whose reads may sleep: no RCU read lock held between
-/// lookups, the section last used kept by a counted reference to its
-/// copy, the row copied out.
-impl Rows for SleepingWalkRows {
+/// lookups, the sections used kept by counted references to their copies
+/// and parsed once, the row copied out.
+impl Rows for SleepingWalkRows<'_> {
     fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
         SleepingWalkRows::find_row(self, pc, budget)
     }
@@ -287,7 +288,10 @@ impl DeferredUnwinder for SframeUnwinder {
         let mm = current_task::mm();
         // `accept` checked that faults are allowed here; the registry returns
         // rows by value, so no RCU read lock is held across a fault.
-        let mut lookup = RegistryLookup::new(SleepingWalkRows::new(mm), FaultingUserMemory::new());
+        // The sections the walk uses, kept (and parsed) until its end.
+        let kept = KeptSections::new();
+        let mut lookup =
+            RegistryLookup::new(SleepingWalkRows::new(mm, &kept), FaultingUserMemory::new());
         let mut mem = FaultingUserMemory::new();
         let limits = WalkLimits::deferred(max_entries, MAX_SPAN);
         let mut tally = Tally::default();

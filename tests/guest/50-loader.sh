@@ -126,12 +126,20 @@ reopened_elsewhere() {
 check "re-dlopen at another address: registered at the new one" reopened_elsewhere
 
 # Complete chains through the library under perf record -g: the recordings
-# (dlopen, reopen, pid) are checked on the host, by
+# (dlopen, reopen, pid, many-g, many-defer) are checked on the host, by
 # tests/perf/loader_chains.py.
 record() {
 	local name=$1
 	shift
-	perf record -q -N -e cpu-clock -F 1000 -g -o "$D/$name.data" -- "$@" >"$D/$name.log" 2>&1 ||
+	record_as "$name" -g "$@"
+}
+# record_as NAME CALL-GRAPH-OPTIONS CMD...: the same, with other call-graph
+# options (one word, split here).
+record_as() {
+	local name=$1 callgraph=$2
+	shift 2
+	# shellcheck disable=SC2086 # the options, word-split on purpose
+	perf record -q -N -e cpu-clock -F 1000 $callgraph -o "$D/$name.data" -- "$@" >"$D/$name.log" 2>&1 ||
 		{ cat "$D/$name.log"; return 1; }
 }
 unwinder_walks() { "$CTL" status | awk -F': ' '$1 == "unwind walks (sample)" { print $2 }'; }
@@ -139,6 +147,12 @@ unwinder_walks() { "$CTL" status | awk -F': ' '$1 == "unwind walks (sample)" { p
 check "perf record -g of a dlopen()ing program" record dlopen "$CTL" run -- "$DL" "$LIB" open work:"$WORK" close
 check "perf record -g across dlclose and re-dlopen elsewhere" record reopen \
 	"$CTL" run -- "$DL" "$LIB" open work:0.3 base close block open base work:"$WORK" close
+# A chain through all 50 of manylibs' libraries: a walk across more objects
+# than the deferred path keeps parsed at once (checked on the host too).
+check "perf record -g of a chain through 50 libraries" record many-g \
+	"$CTL" run -- "$PROGS/manylibs" chain "$WORK"
+check "perf record --call-graph fp,defer of the chain through 50 libraries" record_as many-defer \
+	"--call-graph fp,defer" "$CTL" run -- "$PROGS/manylibs" chain "$WORK"
 
 # 1,000 dlopen/dlclose cycles leave nothing behind.
 cycles_leave_nothing() {

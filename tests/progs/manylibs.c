@@ -3,7 +3,17 @@
  * manylibs: a program linked against 50 shared libraries (libmany01.so ..
  * libmany50.so, all with SFrame), to measure what the audit library adds
  * to start-up: each is mapped, handed to la_objopen, and registered.
+ *
+ * manylibs chain SECONDS: for SECONDS, a chain of calls through every
+ * library in turn (many_link_01 in libmany01.so calls many_link_02 in
+ * libmany02.so, and so on), the last spinning: 50 frames in 50 objects
+ * under main, for the unwinder's walks that cross more objects than it
+ * keeps at once.
  */
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 int many_01(int);
 int many_02(int);
@@ -56,9 +66,137 @@ int many_48(int);
 int many_49(int);
 int many_50(int);
 
-int main(void)
+typedef int many_link(const void *links, int i, long spins);
+many_link many_link_01;
+many_link many_link_02;
+many_link many_link_03;
+many_link many_link_04;
+many_link many_link_05;
+many_link many_link_06;
+many_link many_link_07;
+many_link many_link_08;
+many_link many_link_09;
+many_link many_link_10;
+many_link many_link_11;
+many_link many_link_12;
+many_link many_link_13;
+many_link many_link_14;
+many_link many_link_15;
+many_link many_link_16;
+many_link many_link_17;
+many_link many_link_18;
+many_link many_link_19;
+many_link many_link_20;
+many_link many_link_21;
+many_link many_link_22;
+many_link many_link_23;
+many_link many_link_24;
+many_link many_link_25;
+many_link many_link_26;
+many_link many_link_27;
+many_link many_link_28;
+many_link many_link_29;
+many_link many_link_30;
+many_link many_link_31;
+many_link many_link_32;
+many_link many_link_33;
+many_link many_link_34;
+many_link many_link_35;
+many_link many_link_36;
+many_link many_link_37;
+many_link many_link_38;
+many_link many_link_39;
+many_link many_link_40;
+many_link many_link_41;
+many_link many_link_42;
+many_link many_link_43;
+many_link many_link_44;
+many_link many_link_45;
+many_link many_link_46;
+many_link many_link_47;
+many_link many_link_48;
+many_link many_link_49;
+many_link many_link_50;
+
+static many_link *const links[] = {
+	many_link_01,
+	many_link_02,
+	many_link_03,
+	many_link_04,
+	many_link_05,
+	many_link_06,
+	many_link_07,
+	many_link_08,
+	many_link_09,
+	many_link_10,
+	many_link_11,
+	many_link_12,
+	many_link_13,
+	many_link_14,
+	many_link_15,
+	many_link_16,
+	many_link_17,
+	many_link_18,
+	many_link_19,
+	many_link_20,
+	many_link_21,
+	many_link_22,
+	many_link_23,
+	many_link_24,
+	many_link_25,
+	many_link_26,
+	many_link_27,
+	many_link_28,
+	many_link_29,
+	many_link_30,
+	many_link_31,
+	many_link_32,
+	many_link_33,
+	many_link_34,
+	many_link_35,
+	many_link_36,
+	many_link_37,
+	many_link_38,
+	many_link_39,
+	many_link_40,
+	many_link_41,
+	many_link_42,
+	many_link_43,
+	many_link_44,
+	many_link_45,
+	many_link_46,
+	many_link_47,
+	many_link_48,
+	many_link_49,
+	many_link_50,
+	NULL,
+};
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The chain through every library, again and again, for `seconds`. */
+static int chain(double seconds)
+{
+	double end = now() + seconds;
+	int depth = 0;
+
+	while (now() < end)
+		depth = links[0](links, 0, 100000);
+	return depth == 50 ? 0 : 1;
+}
+
+int main(int argc, char **argv)
 {
 	int x = 0;
+
+	if (argc == 3 && !strcmp(argv[1], "chain"))
+		return chain(atof(argv[2]));
 
 	x = many_01(x);
 	x = many_02(x);
