@@ -81,7 +81,7 @@ fn reg_value(reg: Reg, regs: &Regs, topmost: bool) -> Result<u64, Stop> {
 /// the SP), otherwise it must be strictly above. An undefined FP becomes
 /// 0. The returned PC may still be signed, and may be 0 (end of stack; the
 /// walker stops).
-#[inline]
+#[inline(always)]
 pub fn step_aarch64(
     row: &Row,
     regs: &Regs,
