@@ -238,13 +238,13 @@ def components(blocks, syms, lines):
 
 
 # The phases the guest profiles, in order (scripts/bench-frame-cost): the
-# deepest walk-cost run, then a second of sframe-workload (every phase) at
+# deepest walk-cost run ({hi}: its depth), then a second of sframe-workload (every phase) at
 # -F 1000, on the stock kernel (-fp builds), then with the module (no-FP
 # builds).
 PROFILED = [
-    "perf's own walk, walk-cost-fp (100 frames)",
+    "perf's own walk, walk-cost-fp ({hi} frames)",
     "perf's own walk, sframe-workload-fp (-F 1000)",
-    "the module's SFrame walk, walk-cost (100 frames)",
+    "the module's SFrame walk, walk-cost ({hi} frames)",
     "the module's SFrame walk, sframe-workload (-F 1000)",
 ]
 
@@ -254,7 +254,7 @@ def percentile(values, q):
     return values[min(len(values) - 1, max(0, -(-q * len(values) // 100) - 1))]
 
 
-def print_percentiles(d, phases):
+def print_percentiles(d, phases, hi):
     """Instructions per walk, p50, p99 and max, of each profiled phase."""
     print("Instructions per walk in the kernel (every instruction inside perf_callchain_user(), "
           "scripts/walkprof.c)")
@@ -262,6 +262,7 @@ def print_percentiles(d, phases):
     print(f"  {'walks':<52}{'walks':>7}{'p50':>9}{'p99':>9}{'max':>9}{'p99/p50':>9}")
     rows = []
     for name, phase in zip(PROFILED, phases):
+        name = name.format(hi=hi)
         walks = sorted(phase[4])
         if not walks:
             continue
@@ -282,8 +283,8 @@ DEFERRED_VARIANTS = [
     ("sframe-defer", "the module's deferred SFrame walk, no-FP build"),
 ]
 DEFERRED_PROFILED = [
-    "perf's own deferred walk, walk-cost-fp",
-    "the module's deferred walk, walk-cost",
+    "perf's own deferred walk, walk-cost-fp ({hi} frames)",
+    "the module's deferred walk, walk-cost ({hi} frames)",
 ]
 
 
@@ -392,6 +393,7 @@ def deferred_report(d):
     print()
     print(f"  {'walks':<52}{'walks':>7}{'p50':>9}{'p99':>9}{'max':>9}")
     for name, phase in zip(DEFERRED_PROFILED, phases):
+        name = name.format(hi=hi)
         walks = sorted(phase[4])
         if walks:
             print(f"  {name:<52}{len(walks):7d}{percentile(walks, 50):9d}"
@@ -416,7 +418,7 @@ def main():
         if len(phases) < len(PROFILED):
             print(f"walkprof.txt has {len(phases)} phases, not {len(PROFILED)}: no profile")
             return 1
-        print_percentiles(d, phases)
+        print_percentiles(d, phases, hi)
         profile_report(d, [(VARIANTS[0], phases[0]), (VARIANTS[3], phases[2])],
                        v.get(("stats.profile", "frames_sample")), "perf_callchain_user()", hi, "")
     return deferred_report(d)
