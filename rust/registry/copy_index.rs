@@ -18,7 +18,7 @@
 //! ([`copy_charge`]): what a user makes the module hold stays within the
 //! per-user and module-wide byte limits.
 //!
-//! Beside the table, its hints (the decoder's `table.rs`): 64 to 8192
+//! Beside the table, its hints (the decoder's `table.rs`): 4 to 8192
 //! words that remember, per hashed PC, the entry the table's search found
 //! last, so that the return addresses a walk meets sample after sample
 //! skip the search.  They are the one part of a copy written after it is

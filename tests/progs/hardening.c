@@ -38,9 +38,10 @@
  *       The length of a tagged section as subuid-fill registers it.
  *   hardening copy-bytes
  *       What the module charges for one copy of it: its bytes, its
- *       lookup index (one function: 8 header words and 2 bucket words) and
+ *       lookup index (one function: 8 header words and 2 bucket words),
  *       its row table (one row and the function's end: 10 header words, 2
- *       entries of 3 words, 2 bucket words).
+ *       entries of 3 words, 2 bucket words) and the table's hints (4
+ *       slots of 8 bytes, the fewest a table gets).
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -735,7 +736,7 @@ int main(int argc, char **argv)
 		size_t len;
 
 		free(text_section(&t, 1, &len));
-		printf("%zu\n", len + (strcmp(what, "copy-bytes") ? 0 : (10 + 18) * 4));
+		printf("%zu\n", len + (strcmp(what, "copy-bytes") ? 0 : (10 + 18) * 4 + 4 * 8));
 		return 0;
 	}
 	if (!strcmp(what, "userns") && argc > 5)

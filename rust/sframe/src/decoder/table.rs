@@ -78,7 +78,7 @@ pub const ENTRIES_PER_BUCKET: u32 = 4;
 
 /// Hint slots ([`Section::with_hints`]) a table is given at least and at
 /// most ([`TableShape::hint_slots`]).
-const MIN_HINT_SLOTS: usize = 64;
+const MIN_HINT_SLOTS: usize = 4;
 const MAX_HINT_SLOTS: usize = 8192;
 
 /// The shape of a section's row table ([`Section::table_shape`]).
@@ -97,9 +97,11 @@ impl TableShape {
     }
 
     /// How many hint slots ([`Section::with_hints`]) suit the table: a
-    /// power of two, one for about every two entries, between 64 and
-    /// 8192 (8 bytes each: at most two thirds of the table's own 12 bytes
-    /// per entry, and 64 KiB).
+    /// power of two, one for about every two entries, between 4 and 8192
+    /// (8 bytes each: at most two thirds of the table's own 12 bytes per
+    /// entry, and 64 KiB; a small table's search is short, and a copy of
+    /// one function is charged 32 bytes for them, not ten times its
+    /// size).
     pub fn hint_slots(&self) -> usize {
         (self.entries / 2)
             .clamp(MIN_HINT_SLOTS, MAX_HINT_SLOTS)
