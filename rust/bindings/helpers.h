@@ -127,7 +127,6 @@ struct sframe_arm64_regs {
 void sframe_arm64_read_regs(struct pt_regs *regs, struct sframe_arm64_regs *out);
 bool sframe_compat_user_mode(struct pt_regs *regs);
 bool sframe_current_compat(void);
-unsigned long sframe_strip_user_pac(unsigned long addr);
 #endif
 
 #endif

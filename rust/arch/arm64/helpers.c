@@ -1,13 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * arm64's out-of-line wrappers (rust/arch/arm64/): what the module asks of
- * a register frame, of the current task and of a return address that
- * only arm64 defines, most of it static inline in the kernel's headers.
+ * a register frame and of the current task that only arm64 defines, most
+ * of it static inline in the kernel's headers.
  */
 #include <linux/compat.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
-#include <asm/pointer_auth.h>
 
 #include "../../bindings/helpers.h"
 
@@ -29,15 +28,6 @@ bool sframe_compat_user_mode(struct pt_regs *regs)
 bool sframe_current_compat(void)
 {
 	return is_compat_task();
-}
-
-/*
- * A return address without its pointer-authentication code, as
- * arch_stack_walk_user() strips them (xpaclri, or the user PAC mask).
- */
-unsigned long sframe_strip_user_pac(unsigned long addr)
-{
-	return ptrauth_strip_user_insn_pac(addr);
 }
 
 /*
