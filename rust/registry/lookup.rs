@@ -276,6 +276,7 @@ impl<'k> SleepingWalkRows<'k> {
         })
     }
 }
+
 /// Runs `f` with the rows of `mm`, under one RCU read-side critical
 /// section: `f` must not sleep (the sample path, NMI included).
 pub(crate) fn with_walk_rows<R>(

@@ -460,9 +460,10 @@ impl<'a> Section<'a> {
         self.table.is_some_and(|t| !t.hints.is_empty())
     }
 
-    /// The table's answer for `pc`, the entries it probes paid from
-    /// `budget` first (one unit more for the bucket words); `None` to ask
-    /// the decoder.  `Err` only for a budget that runs out.
+    /// The table's answer for `pc`: from its hint, for one unit of
+    /// `budget`, or from the search, the entries it probes paid first (one
+    /// unit more for the bucket words), which then writes the hint;
+    /// `None` to ask the decoder.  `Err` only for a budget that runs out.
     #[inline(always)]
     pub(super) fn table_row(
         &self,
