@@ -353,18 +353,24 @@ bench_build() {
 		[ -n "${kernel_args[*]}" ] ||
 			"$SFRAME_TOP/scripts/module-arm64" ${SFRAME_MODULE_KRUSTFLAGS:+KRUSTFLAGS="$SFRAME_MODULE_KRUSTFLAGS"} >/dev/null
 		"$SFRAME_TOP/scripts/rootfs" --arch arm64 >/dev/null
-		"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" \
-			O="$SFRAME_TOP/$bench_progs" CC=aarch64-linux-gnu-gcc arm64
+		build_progs arm64
 	else
 		make -C "$SFRAME_TOP" -s module ${SFRAME_MODULE_KRUSTFLAGS:+KRUSTFLAGS="$SFRAME_MODULE_KRUSTFLAGS"}
 		build_progs
 	fi
 }
 
-# The test programs (tests/progs), built in the guest root (its binutils
-# emits SFrame V2) into out/progs, where the guest finds them.
+# build_progs [arm64]: the test programs (tests/progs), built in the guest
+# root (its binutils emits SFrame V2) into out/progs, where the guest finds
+# them; with arm64, their arm64 builds (trixie's cross compiler, in the
+# same root) into out/progs-arm64.
 build_progs() {
-	"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" O="$SFRAME_TOP/out/progs"
+	if [ "${1:-}" = arm64 ]; then
+		"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" \
+			O="$SFRAME_TOP/out/progs-arm64" CC=aarch64-linux-gnu-gcc arm64
+	else
+		"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" O="$SFRAME_TOP/out/progs"
+	fi
 }
 
 # flame_script ROOT DATA [OPTION]...: `perf script` of the recording DATA
@@ -412,9 +418,9 @@ update_sources() {
 		[ -n "$f" ] || continue
 		if ! cmp -s "$stage/$f" "$dir/$f"; then
 			mkdir -p "$dir/$(dirname "$f")"
+			# Without -p, cp gives the copy the time of now: newer
+			# than any object.
 			cp -f "$stage/$f" "$dir/$f"
-			# cp keeps no time: the copy is newer than any object.
-			touch "$dir/$f"
 		fi
 	done <<<"$files"
 	rm -rf "$stage"
