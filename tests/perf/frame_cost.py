@@ -339,7 +339,7 @@ def per_frame_table(d, v, variants, what, csv_prefix):
     return hi
 
 
-def profile_report(d, pairs, frames, window, hi, csv_prefix):
+def profile_report(d, pairs, frames, window, hi):
     """Where the instructions of each (variant, phase) of `pairs` go, the
     module's (the second) per frame from its `frames` counter."""
     syms = load_kallsyms(os.path.join(d, "kallsyms.txt"))
@@ -368,7 +368,7 @@ def profile_report(d, pairs, frames, window, hi, csv_prefix):
         for fn, n in by_fn.most_common(14):
             print(f"    {fn[:58]:<58} {n / scale:9.1f} {unit}  {calls[fn] / max(walks, 1):6.1f} calls/walk")
         print()
-        write_csv(d, f"{csv_prefix}profile-{key}", f"Where {name}'s instructions go",
+        write_csv(d, f"profile-{key}", f"Where {name}'s instructions go",
                   f"instructions {unit}", ["component", "instructions"], rows)
 
 
@@ -400,7 +400,7 @@ def deferred_report(d):
                   f"{percentile(walks, 99):9d}{walks[-1]:9d}")
     print()
     profile_report(dd, list(zip(DEFERRED_VARIANTS, phases[:2])),
-                   v.get(("stats.profile", "frames_deferred")), "unwind_user()", hi, "")
+                   v.get(("stats.profile", "frames_deferred")), "unwind_user()", hi)
     return 0
 
 
@@ -420,7 +420,7 @@ def main():
             return 1
         print_percentiles(d, phases, hi)
         profile_report(d, [(VARIANTS[0], phases[0]), (VARIANTS[3], phases[2])],
-                       v.get(("stats.profile", "frames_sample")), "perf_callchain_user()", hi, "")
+                       v.get(("stats.profile", "frames_sample")), "perf_callchain_user()", hi)
     return deferred_report(d)
 
 
