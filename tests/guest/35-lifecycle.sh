@@ -25,7 +25,7 @@ mkdir -p "$D" "$SFRAME_OUT/lifecycle"
 rec() {
 	local name=$1
 	shift
-	perf record -q -N -e cpu-clock -F 1000 -o "$D/$name.data" "$@" >"$D/$name.log" 2>&1 &&
+	perf record --no-bpf-event -B -q -N -e cpu-clock -F 1000 -o "$D/$name.data" "$@" >"$D/$name.log" 2>&1 &&
 		cp "$D/$name.data" "$SFRAME_OUT/lifecycle/"
 }
 # mix NAME PERF-OPTIONS...: one recording of the static program, the

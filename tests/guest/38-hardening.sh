@@ -78,7 +78,7 @@ stats_private() {
 	"$L" spin 60 &
 	p=$!
 	wait_for 20 sh -c "'$CTL' list --pid $p | grep -q ' exec '" || rc=1
-	perf record -q -g -F 500 -o "$D/stats.data" -p "$p" -- sleep 2 >/dev/null 2>&1 || rc=1
+	perf record --no-bpf-event -B -q -g -F 500 -o "$D/stats.data" -p "$p" -- sleep 2 >/dev/null 2>&1 || rc=1
 	after=$(as 65534 "$H" stats) || rc=1
 	kill "$p"
 	wait "$p" 2>/dev/null

@@ -33,7 +33,7 @@ mkdir -p "$D"
 record() {
 	local name=$1
 	shift
-	perf record -N -e cpu-clock -F 1000 "$@" -o "/tmp/$name.data" -- \
+	perf record --no-bpf-event -B -N -e cpu-clock -F 1000 "$@" -o "/tmp/$name.data" -- \
 		"$W" "$SECONDS_EACH" >"$D/$name.log" 2>&1 || { cat "$D/$name.log"; return 1; }
 	cp "/tmp/$name.data" "$D/$name.data" && rm -f "/tmp/$name.data"
 }
@@ -191,7 +191,7 @@ check "control: sample hook off" test "$("$CTL" set 1 0)" = $((all_on - 1))
 hooks_off_sample() {
 	local before after
 	before=$(counter walks_sample)
-	perf record -q -N -e cpu-clock -F 1000 -g -o /tmp/off.data -- "$W" 0.5 chain >/dev/null 2>&1 || return 1
+	perf record --no-bpf-event -B -q -N -e cpu-clock -F 1000 -g -o /tmp/off.data -- "$W" 0.5 chain >/dev/null 2>&1 || return 1
 	after=$(counter walks_sample)
 	[ "$before" = "$after" ]
 }
@@ -228,11 +228,11 @@ unwound() {
 }
 unload_during_perf() {
 	local g d i w
-	perf record -q -N -B -a -g -e cpu-clock -F 10000 -o /tmp/all-g.data >/dev/null 2>&1 &
+	perf record --no-bpf-event -q -N -B -a -g -e cpu-clock -F 10000 -o /tmp/all-g.data >/dev/null 2>&1 &
 	g=$!
 	d=
 	if [ "$defer" = 1 ]; then
-		perf record -q -N -B -a --call-graph fp,defer -e cpu-clock -F 1000 -o /tmp/all-d.data >/dev/null 2>&1 &
+		perf record --no-bpf-event -q -N -B -a --call-graph fp,defer -e cpu-clock -F 1000 -o /tmp/all-d.data >/dev/null 2>&1 &
 		d=$!
 	fi
 	sleep 2

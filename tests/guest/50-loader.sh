@@ -139,7 +139,7 @@ record_as() {
 	local name=$1 callgraph=$2
 	shift 2
 	# shellcheck disable=SC2086 # the options, word-split on purpose
-	perf record -q -N -e cpu-clock -F 1000 $callgraph -o "$D/$name.data" -- "$@" >"$D/$name.log" 2>&1 ||
+	perf record --no-bpf-event -B -q -N -e cpu-clock -F 1000 $callgraph -o "$D/$name.data" -- "$@" >"$D/$name.log" 2>&1 ||
 		{ cat "$D/$name.log"; return 1; }
 }
 unwinder_walks() { "$CTL" status | awk -F': ' '$1 == "unwind walks (sample)" { print $2 }'; }
@@ -182,7 +182,7 @@ if start running base "$DL" "$LIB" open base work:600; then
 	check "register --pid as another user: permission denied, explained" sh -c \
 		"setpriv --reuid=65534 --regid=65534 --clear-groups '$CTL' register --pid $bg 2>&1 | grep -q 'permission denied'"
 	check "perf record -g -p of the registered process" sh -c \
-		"perf record -q -N -e cpu-clock -F 1000 -g -o '$D/pid.data' -p $bg -- sleep $WORK >'$D/pid.log' 2>&1"
+		"perf record --no-bpf-event -B -q -N -e cpu-clock -F 1000 -g -o '$D/pid.data' -p $bg -- sleep $WORK >'$D/pid.log' 2>&1"
 	check "unregister --pid removes them" sh -c \
 		"'$CTL' unregister --pid $bg && '$CTL' list --pid $bg | grep -q ': 0 sections'"
 else

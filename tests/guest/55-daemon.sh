@@ -156,7 +156,7 @@ until_idle() {
 PAUSE=/tmp/daemon-pause
 rm -f "$PAUSE" && mkfifo "$PAUSE"
 warm() {
-	perf record -N -a -o /tmp/daemon-warm.data -q -- bash -c \
+	perf record --no-bpf-event -B -N -a -o /tmp/daemon-warm.data -q -- bash -c \
 		"$(declare -f daemon_idle until_idle); DPID=$DPID PAUSE=$PAUSE; until_idle 600" &&
 		rm -f /tmp/daemon-warm.data
 }
@@ -215,7 +215,7 @@ back_to_before() {
 before=$(live)
 t0=$SECONDS
 check "exec storm: $STORM processes under perf record -a -g" \
-	perf record -N -a -g -e cpu-clock -F 100 -o /tmp/storm.data -q -- bash -c "$(declare -f storm); storm $STORM"
+	perf record --no-bpf-event -B -N -a -g -e cpu-clock -F 100 -o /tmp/storm.data -q -- bash -c "$(declare -f storm); storm $STORM"
 storm_s=$((SECONDS - t0))
 rm -f /tmp/storm.data
 check "the daemon survived the storm" kill -0 "$DPID"
