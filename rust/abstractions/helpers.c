@@ -46,11 +46,6 @@ bool sframe_in_module_area(unsigned long addr)
 	return addr >= MODULES_VADDR && addr < MODULES_END;
 }
 
-int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip)
-{
-	return perf_callchain_store(ctx, ip);
-}
-
 struct pt_regs *sframe_current_user_regs(void)
 {
 	return task_pt_regs(current);

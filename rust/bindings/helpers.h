@@ -22,7 +22,6 @@ struct pt_regs;
 unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n);
 void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip);
 bool sframe_in_module_area(unsigned long addr);
-int sframe_perf_callchain_store(struct perf_callchain_entry_ctx *ctx, u64 ip);
 struct pt_regs *sframe_current_user_regs(void);
 bool sframe_user_mode(struct pt_regs *regs);
 bool sframe_current_is_kthread(void);

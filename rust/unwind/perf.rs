@@ -18,7 +18,11 @@ use core::marker::PhantomData;
 ///
 /// `ctx` points to the live `perf_callchain_entry_ctx` of the sample being
 /// taken, exclusively ours for `'a` (the duration of the
-/// `perf_callchain_user()` call).
+/// `perf_callchain_user()` call), and its `entry` has room for
+/// `max_stack - nr` more entries after its own `nr`: what
+/// `get_perf_callchain()` sets up (an entry of `sysctl_perf_event_max_stack`
+/// entries plus the contexts, `max_stack` no more than that sysctl, and
+/// each context stored, counted in `contexts`, within its own part).
 pub(crate) struct CallchainEntry<'a> {
     ctx: *mut ffi::perf_callchain_entry_ctx,
     _ctx: PhantomData<&'a mut ffi::perf_callchain_entry_ctx>,
@@ -30,7 +34,8 @@ impl CallchainEntry<'_> {
     /// # Safety
     ///
     /// `ctx` is a valid `perf_callchain_entry_ctx` that nothing else
-    /// accesses while the returned value lives.
+    /// accesses while the returned value lives, whose `entry` has room for
+    /// `max_stack - nr` more entries after its own `nr` (as perf's).
     pub(crate) unsafe fn from_raw(ctx: *mut ffi::perf_callchain_entry_ctx) -> Self {
         // INVARIANT: By the safety requirements.
         Self {
@@ -39,11 +44,28 @@ impl CallchainEntry<'_> {
         }
     }
 
-    /// Appends `ip`; `false` when the chain is full (`max_stack` reached),
-    /// so the walk should stop.
+    /// Appends `ip`; `false` when the chain is full (`max_stack` reached,
+    /// or the contexts limit), so the walk should stop.
+    ///
+    /// What `perf_callchain_store()` does, in line: through a C helper it
+    /// was a call and 15 instructions a frame (perf's own walk inlines it).
+    #[inline(always)]
     pub(crate) fn store(&mut self, ip: u64) -> bool {
         // SAFETY: `ctx` is valid and ours (type invariant).
-        unsafe { ffi::sframe_perf_callchain_store(self.ctx, ip) == 0 }
+        let ctx = unsafe { &mut *self.ctx };
+        if ctx.nr >= ctx.max_stack || ctx.contexts_maxed {
+            return false;
+        }
+        let entry = ctx.entry;
+        // SAFETY: `entry` is valid and ours, and has room for the entry at
+        // its `nr`: `ctx.nr < ctx.max_stack` (type invariant).
+        unsafe {
+            let nr = (*entry).nr;
+            (*entry).ip.as_mut_ptr().add(nr as usize).write(ip);
+            (*entry).nr = nr + 1;
+        }
+        ctx.nr += 1;
+        true
     }
 
     /// How many more user entries fit (`max_stack` minus those stored).
