@@ -206,9 +206,17 @@ impl Memory for FaultingUserMemory<'_> {
 /// Says that the caller may take a page fault: with
 /// `CONFIG_DEBUG_ATOMIC_SLEEP` or lockdep, warns when it runs in atomic
 /// context or holds `mmap_lock`.
+///
+/// Without either, the kernel's `might_fault()` is empty: the helper is
+/// not called at all then (on Debian's kernels, a call per user read of
+/// the deferred walk for nothing).
+#[inline(always)]
 fn might_fault() {
+    #[cfg(any(CONFIG_PROVE_LOCKING, CONFIG_DEBUG_ATOMIC_SLEEP))]
     // SAFETY: `might_fault()` has no preconditions; it only checks.
-    unsafe { ffi::sframe_might_fault() }
+    unsafe {
+        ffi::sframe_might_fault()
+    }
 }
 
 /// One past the highest user address on this machine (`TASK_SIZE_MAX`):
