@@ -365,12 +365,9 @@ bench_build() {
 # them; with arm64, their arm64 builds (trixie's cross compiler, in the
 # same root) into out/progs-arm64.
 build_progs() {
-	if [ "${1:-}" = arm64 ]; then
-		"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" \
-			O="$SFRAME_TOP/out/progs-arm64" CC=aarch64-linux-gnu-gcc arm64
-	else
-		"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" O="$SFRAME_TOP/out/progs"
-	fi
+	local -a args=(O="$SFRAME_TOP/out/progs")
+	[ "${1:-}" != arm64 ] || args=(O="$SFRAME_TOP/out/progs-arm64" CC=aarch64-linux-gnu-gcc arm64)
+	"$SFRAME_TOP/scripts/rootfs-exec" -- make -s -C "$SFRAME_TOP/tests/progs" "${args[@]}"
 }
 
 # flame_script ROOT DATA [OPTION]...: `perf script` of the recording DATA
