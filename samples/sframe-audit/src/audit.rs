@@ -6,7 +6,8 @@
 //! `PT_GNU_SFRAME` section for its executable text and remove it again.
 //! An object without one (nearly all of a distribution's) gets a section
 //! generated from its `.eh_frame` ([`crate::generated`]), read from the
-//! per-user cache when another process generated it already;
+//! system's cache (`sframectl fill-cache`) or the per-user cache when it
+//! was generated already;
 //! `SFRAME_AUDIT_SYNTH=0` turns generation off, `SFRAME_AUDIT_SYNTH=nocache`
 //! generates without the cache.
 //!
@@ -95,6 +96,10 @@ const SYNTH_UNCACHED: u8 = 2;
 /// its path is kept: the directory is opened per object, so that no
 /// descriptor of ours lives in the program between calls.
 static CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
+
+/// The system's cache directory, read before the user's (`None`: none
+/// named), decided at first use and opened per object like the user's.
+static SYSTEM_CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
 
 /// Whether our own namespace's objects were registered (at the first
 /// `la_objopen`).
@@ -393,7 +398,7 @@ fn register_object_in(
         (None, None) => return 0,
     };
     let cookie = register_texts(dev, name, layout, lmid, data, sframe_addr);
-    if held.is_some_and(|held| held.source != Source::Cache) {
+    if held.is_some_and(|held| !matches!(held.source, Source::Cache | Source::SystemCache)) {
         // The section is freed; so is what the generator used, which
         // malloc keeps in our heap unless asked to give it back.
         // SAFETY: malloc_trim() has no preconditions.
@@ -561,7 +566,17 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 /// `layout` describes, through the cache unless that is off; `None` (and a
 /// debug message) if it has none or generation is off.
 fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Held> {
-    let cache = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
+    let cached = SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED;
+    // Absent until the system's libraries are cached: not worth a message.
+    let system = if cached {
+        SYSTEM_CACHE_DIR
+            .get_or_init(CacheDir::system)
+            .as_ref()
+            .and_then(|dir| dir.open_shared().ok())
+    } else {
+        None
+    };
+    let cache = if cached {
         CACHE_DIR
             .get_or_init(CacheDir::from_env)
             .as_ref()
@@ -575,7 +590,11 @@ fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<genera
     } else {
         None
     };
-    match generated::obtain_held(&OwnMemory, layout, path, cache.as_ref()) {
+    let caches = generated::Caches {
+        system: system.as_ref(),
+        user: cache.as_ref(),
+    };
+    match generated::obtain_held(&OwnMemory, layout, path, caches) {
         Ok(gen) => {
             debug!("{name}: no PT_GNU_SFRAME: {gen}");
             Some(gen)

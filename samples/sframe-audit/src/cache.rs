@@ -28,6 +28,17 @@
 //!   that close or `dup2()` over descriptors they do not know.
 //! - A program running set-user-ID (`AT_SECURE`) never uses the cache: its
 //!   environment names the directory.
+//!
+//! Beside each user's cache, the system's ([`CacheDir::system`],
+//! `/var/cache/sframe-unwind/system`): sections for the system's
+//! libraries, made ahead of time by `sframectl fill-cache` as root (the
+//! Debian package runs it when it is installed and whenever a package
+//! installs libraries), so that the first start of a program after the
+//! install does not generate libc's section.  It is read, never written,
+//! by the audit library and the daemon, before the user's own; it must be
+//! owned by root (or the user) and writable by nobody else, and its files
+//! are readable by all: `fill-cache` puts there only sections of files
+//! every user may read.
 
 use crate::digest::xxh64;
 use crate::identity::Identity;
@@ -61,6 +72,8 @@ pub const FILE_REVISION: u32 = REVISION.rotate_left(24) ^ sframe_synth::FINGERPR
 const HEADER: usize = 40;
 /// Largest file we read (libc's section is about 190 KiB).
 const MAX_FILE: u64 = 64 << 20;
+/// The system's cache ([`CacheDir::system`]).
+pub const SYSTEM_CACHE: &str = "/var/cache/sframe-unwind/system";
 
 /// A section as read from the cache (checked) or to be written to it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,6 +94,18 @@ pub struct CacheDir {
 #[derive(Debug)]
 pub struct Cache {
     dir: OwnedFd,
+    /// The mode of the files [`Cache::store`] writes: 0600 in a user's
+    /// cache, 0644 in the system's.
+    file_mode: u32,
+}
+
+/// Who may own a cache directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Owner {
+    /// Only the effective user: a user's own cache.
+    Us,
+    /// The effective user or root: the system's cache.
+    UsOrRoot,
 }
 
 fn errno(n: i32) -> io::Error {
@@ -107,6 +132,20 @@ impl CacheDir {
         Self::at(&base.join("sframe-unwind").join("synth")).ok()
     }
 
+    /// The system's cache: `SFRAME_SYSTEM_CACHE` if set to an absolute
+    /// path, else [`SYSTEM_CACHE`]; only [`SYSTEM_CACHE`] in a program
+    /// running with privileges it was not started with.
+    pub fn system() -> Option<Self> {
+        // SAFETY: getauxval() has no preconditions.
+        let secure = unsafe { libc::getauxval(libc::AT_SECURE) } != 0;
+        let path = std::env::var_os("SFRAME_SYSTEM_CACHE")
+            .filter(|_| !secure)
+            .map(PathBuf::from)
+            .filter(|p| p.is_absolute())
+            .unwrap_or_else(|| PathBuf::from(SYSTEM_CACHE));
+        Self::at(&path).ok()
+    }
+
     /// The cache directory `path`.
     pub fn at(path: &Path) -> io::Result<Self> {
         Ok(Self { path: cstr(path)? })
@@ -119,6 +158,11 @@ impl CacheDir {
 
     /// Creates the directory and its missing parents, mode 0700.
     pub fn create(&self) -> io::Result<()> {
+        self.create_with_mode(0o700)
+    }
+
+    /// Creates the directory and its missing parents with `mode`.
+    fn create_with_mode(&self, mode: libc::mode_t) -> io::Result<()> {
         let path = self.path();
         let mut missing = Vec::new();
         for dir in path.ancestors() {
@@ -130,11 +174,17 @@ impl CacheDir {
         for dir in missing.iter().rev() {
             let c = cstr(dir)?;
             // SAFETY: `c` is a NUL-terminated path.
-            if unsafe { libc::mkdir(c.as_ptr(), 0o700) } != 0 {
+            if unsafe { libc::mkdir(c.as_ptr(), mode) } != 0 {
                 let err = io::Error::last_os_error();
                 if err.raw_os_error() != Some(libc::EEXIST) {
                     return Err(err);
                 }
+                continue;
+            }
+            // The mode asked for, whatever the umask took from it.
+            // SAFETY: `c` is a NUL-terminated path.
+            if unsafe { libc::chmod(c.as_ptr(), mode) } != 0 {
+                return Err(io::Error::last_os_error());
             }
         }
         Ok(())
@@ -143,6 +193,30 @@ impl CacheDir {
     /// Opens the directory if it exists, is ours and is not writable by
     /// others.
     pub fn open(&self) -> io::Result<Cache> {
+        self.open_owned(Owner::Us, 0o600)
+    }
+
+    /// Opens a shared directory (the system's cache) if it exists, is
+    /// root's or ours, and is not writable by others: to read, or to write
+    /// files every user may read.
+    pub fn open_shared(&self) -> io::Result<Cache> {
+        self.open_owned(Owner::UsOrRoot, 0o644)
+    }
+
+    /// Creates a shared directory (mode 0755) if need be, then opens it.
+    pub fn create_shared_and_open(&self) -> io::Result<Cache> {
+        match self.open_shared() {
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+                self.create_with_mode(0o755)?;
+                self.open_shared()
+            }
+            other => other,
+        }
+    }
+
+    /// Opens the directory if `owner` may own it and nobody else may
+    /// write to it; its files to be written with `file_mode`.
+    fn open_owned(&self, owner: Owner, file_mode: u32) -> io::Result<Cache> {
         // SAFETY: `path` is NUL-terminated.
         let fd = unsafe {
             libc::open(
@@ -157,10 +231,12 @@ impl CacheDir {
         let dir = unsafe { OwnedFd::from_raw_fd(fd) };
         let st = fstat(&dir)?;
         // SAFETY: geteuid() has no preconditions.
-        if st.st_uid != unsafe { libc::geteuid() } || st.st_mode & 0o022 != 0 {
+        let ours = st.st_uid == unsafe { libc::geteuid() };
+        let owned = ours || (owner == Owner::UsOrRoot && st.st_uid == 0);
+        if !owned || st.st_mode & 0o022 != 0 {
             return Err(errno(libc::EPERM));
         }
-        Ok(Cache { dir })
+        Ok(Cache { dir, file_mode })
     }
 
     /// Creates the directory if need be, then opens it.
@@ -219,7 +295,7 @@ impl Cache {
                 self.dir.as_raw_fd(),
                 name.as_ptr(),
                 flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-                0o600 as libc::c_uint,
+                self.file_mode as libc::c_uint,
             )
         };
         if fd < 0 {
@@ -308,7 +384,12 @@ impl Cache {
         .map_err(|_| errno(libc::EINVAL))?;
         let written = self
             .open_file(&tmp, libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL)
-            .and_then(|mut file| file.write_all(&encode(key, entry)));
+            .and_then(|mut file| {
+                // The mode asked for, whatever the umask took from it.
+                use std::os::unix::fs::PermissionsExt;
+                file.set_permissions(std::fs::Permissions::from_mode(self.file_mode))?;
+                file.write_all(&encode(key, entry))
+            });
         // SAFETY: both names are NUL-terminated, relative to our directory.
         let renamed = written.and_then(|()| {
             let rc = unsafe {
@@ -552,6 +633,31 @@ mod tests {
         // SAFETY: `c` is NUL-terminated.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
         assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_shared_directory_and_its_files_are_readable_by_all() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = temp_dir("shared");
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let cache_dir = CacheDir::at(&dir.join("system")).unwrap();
+        let cache = cache_dir.create_shared_and_open().unwrap();
+        assert_eq!((mode(&dir), mode(&dir.join("system"))), (0o755, 0o755));
+        let key = Identity::file(c"/proc/self/exe").unwrap();
+        cache.store(&key, &entry()).unwrap();
+        let file = dir.join("system").join(format!("{}.sframe", key.as_str()));
+        assert_eq!(mode(&file), 0o644);
+        // Ours: a user's own cache would take it too, but writable by
+        // others neither does.
+        assert!(cache_dir.open().is_ok());
+        std::fs::set_permissions(dir.join("system"), PermissionsExt::from_mode(0o775)).unwrap();
+        for open in [CacheDir::open, CacheDir::open_shared] {
+            assert_eq!(
+                open(&cache_dir).unwrap_err().raw_os_error(),
+                Some(libc::EPERM)
+            );
+        }
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

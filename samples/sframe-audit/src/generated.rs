@@ -71,6 +71,8 @@ impl std::error::Error for GenerateError {}
 /// Where a section came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Source {
+    /// Read from the system's cache.
+    SystemCache,
     /// Read from the cache.
     Cache,
     /// Generated now, and stored in the cache.
@@ -100,6 +102,7 @@ fn describe(
     miss: Option<&str>,
 ) -> fmt::Result {
     let how = match source {
+        Source::SystemCache => "from the system cache",
         Source::Cache => "from the cache",
         Source::Stored => "generated, cached",
         Source::Generated => "generated",
@@ -218,17 +221,33 @@ pub fn generate(mem: &impl Memory, layout: &Layout) -> Result<Entry, GenerateErr
     })
 }
 
-/// The section for the object `layout` describes: from `cache` when it
-/// holds a valid one, else generated (and stored in `cache`).  `path`, a
-/// file the object was mapped from, names it in the cache when it has no
-/// build-id.
+/// The caches [`obtain`] reads, in this order, before it generates.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Caches<'a> {
+    /// The system's cache ([`crate::cache::CacheDir::system`]): read only.
+    pub system: Option<&'a Cache>,
+    /// The user's cache: read, and given what is generated.
+    pub user: Option<&'a Cache>,
+}
+
+impl<'a> Caches<'a> {
+    /// The user's cache alone.
+    pub fn user(user: Option<&'a Cache>) -> Self {
+        Self { system: None, user }
+    }
+}
+
+/// The section for the object `layout` describes: from the system's cache
+/// or the user's when one holds a valid one, else generated (and stored
+/// in the user's).  `path`, a file the object was mapped from, names it in
+/// the caches when it has no build-id.
 pub fn obtain(
     mem: &impl Memory,
     layout: &Layout,
     path: Option<&CStr>,
-    cache: Option<&Cache>,
+    caches: Caches<'_>,
 ) -> Result<Generated, GenerateError> {
-    let held = obtain_with(mem, layout, path, cache, |cache, key| {
+    let held = obtain_with(mem, layout, path, caches, |cache, key| {
         cache.load(key).map(|e| (Bytes::Heap(e.section), e.base))
     })?;
     let section = match held.section {
@@ -249,41 +268,54 @@ pub fn obtain_held(
     mem: &impl Memory,
     layout: &Layout,
     path: Option<&CStr>,
-    cache: Option<&Cache>,
+    caches: Caches<'_>,
 ) -> Result<Held, GenerateError> {
-    obtain_with(mem, layout, path, cache, |cache, key| {
+    obtain_with(mem, layout, path, caches, |cache, key| {
         cache
             .load_pages(key)
             .map(|(pages, base)| (Bytes::Pages(pages), base))
     })
 }
 
-/// [`obtain`], reading the cache with `load`.
+/// [`obtain`], reading the caches with `load`.
 fn obtain_with(
     mem: &impl Memory,
     layout: &Layout,
     path: Option<&CStr>,
-    cache: Option<&Cache>,
-    load: impl FnOnce(&Cache, &Identity) -> Result<(Bytes, u64), Miss>,
+    caches: Caches<'_>,
+    load: impl Fn(&Cache, &Identity) -> Result<(Bytes, u64), Miss>,
 ) -> Result<Held, GenerateError> {
-    let key = cache.and_then(|_| Identity::build_id(mem, layout).or_else(|| Identity::file(path?)));
+    let any = caches.system.is_some() || caches.user.is_some();
+    let key = any
+        .then(|| Identity::build_id(mem, layout).or_else(|| Identity::file(path?)))
+        .flatten();
     let mut miss = None;
-    if let (Some(cache), Some(key)) = (cache, &key) {
-        match load(cache, key) {
-            Ok((section, base)) => {
-                return Ok(Held {
-                    section,
-                    base,
-                    source: Source::Cache,
-                    miss: None,
-                })
+    let readers = [
+        (caches.system, Source::SystemCache),
+        (caches.user, Source::Cache),
+    ];
+    if let Some(key) = &key {
+        for (cache, source) in readers {
+            let Some(cache) = cache else {
+                continue;
+            };
+            match load(cache, key) {
+                Ok((section, base)) => {
+                    return Ok(Held {
+                        section,
+                        base,
+                        source,
+                        miss: None,
+                    })
+                }
+                Err(Miss::Absent) => {}
+                Err(err) => miss = Some(err.to_string()),
             }
-            Err(Miss::Absent) => {}
-            Err(err) => miss = Some(err.to_string()),
         }
-    } else if cache.is_some() {
+    } else if any {
         miss = Some("no build-id nor file to name it by".into());
     }
+    let cache = caches.user;
     let entry = generate(mem, layout)?;
     let mut source = Source::Generated;
     if let (Some(cache), Some(key)) = (cache, &key) {
@@ -325,22 +357,84 @@ mod tests {
             .create_and_open()
             .unwrap();
         let layout = own_layout();
-        let first = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
+        let caches = Caches::user(Some(&cache));
+        let first = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), caches).unwrap();
         assert_eq!(first.source, Source::Stored);
-        let second = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
+        let second = obtain(&OwnMemory, &layout, Some(c"/proc/self/exe"), caches).unwrap();
         assert_eq!(second.source, Source::Cache);
         assert_eq!((&first.section, first.base), (&second.section, second.base));
         // The audit library's reader: the same bytes, in pages of its own.
-        let held = obtain_held(&OwnMemory, &layout, Some(c"/proc/self/exe"), Some(&cache)).unwrap();
+        let held = obtain_held(&OwnMemory, &layout, Some(c"/proc/self/exe"), caches).unwrap();
         assert_eq!(held.source, Source::Cache);
         assert!(matches!(held.section, Bytes::Pages(_)));
         assert_eq!(
             (&held.section[..], held.base),
             (&first.section[..], first.base)
         );
-        let none = obtain(&OwnMemory, &layout, None, None).unwrap();
+        let none = obtain(&OwnMemory, &layout, None, Caches::default()).unwrap();
         assert_eq!(none.source, Source::Generated);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_gives_the_section_its_loaded_object_gives() {
+        let loaded = own_layout();
+        let file = std::fs::File::open("/proc/self/exe").unwrap();
+        let (image, layout) = crate::image::FileImage::new(file).unwrap();
+        assert_eq!(layout.bias, 0);
+        let from_file = generate(&image, &layout).unwrap();
+        let from_memory = generate(&OwnMemory, &loaded).unwrap();
+        assert_eq!(from_file, from_memory);
+        assert_eq!(
+            Identity::build_id(&image, &layout),
+            Identity::build_id(&OwnMemory, &loaded)
+        );
+        // Outside the segments' file bytes: an error, not a read of
+        // whatever the file holds there.
+        let mut word = [0u8; 8];
+        assert!(image.read(u64::MAX - 4, &mut word).is_err());
+        let past = layout.loads().iter().map(|r| r.end).max().unwrap();
+        assert!(image.read(past + (1 << 30), &mut word).is_err());
+    }
+
+    #[test]
+    fn the_system_cache_is_read_first_and_never_written() {
+        let base = std::env::temp_dir().join(format!("sframe-sys-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let open = |name: &str, shared: bool| {
+            let dir = crate::cache::CacheDir::at(&base.join(name)).unwrap();
+            if shared {
+                dir.create_shared_and_open().unwrap()
+            } else {
+                dir.create_and_open().unwrap()
+            }
+        };
+        let (system, user) = (open("system", true), open("user", false));
+        let files = |name: &str| std::fs::read_dir(base.join(name)).unwrap().count();
+        let layout = own_layout();
+        let exe = Some(c"/proc/self/exe");
+        let both = Caches {
+            system: Some(&system),
+            user: Some(&user),
+        };
+        // Not in the system's cache: generated into the user's only.
+        let first = obtain(&OwnMemory, &layout, exe, both).unwrap();
+        assert_eq!(first.source, Source::Stored);
+        assert_eq!((files("system"), files("user")), (0, 1));
+        // Filled as `fill-cache` fills it: now read from there first.
+        std::fs::remove_dir_all(base.join("user")).unwrap();
+        let user = open("user", false);
+        let both = Caches {
+            system: Some(&system),
+            user: Some(&user),
+        };
+        let filled = obtain(&OwnMemory, &layout, exe, Caches::user(Some(&system))).unwrap();
+        assert_eq!(filled.source, Source::Stored);
+        let second = obtain(&OwnMemory, &layout, exe, both).unwrap();
+        assert_eq!(second.source, Source::SystemCache);
+        assert_eq!((second.section, second.base), (first.section, first.base));
+        assert_eq!((files("system"), files("user")), (1, 0));
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]

@@ -20,6 +20,13 @@ use std::io;
 pub const PT_GNU_SFRAME: u32 = 0x6474_e554;
 /// `PT_LOAD`.
 pub const PT_LOAD: u32 = 1;
+/// Where `e_machine` is in an ELF header.
+const E_MACHINE_OFFSET: u64 = 18;
+/// This machine's `e_machine`: `EM_X86_64` or `EM_AARCH64`.
+#[cfg(target_arch = "x86_64")]
+const EM_NATIVE: u16 = 62;
+#[cfg(target_arch = "aarch64")]
+const EM_NATIVE: u16 = 183;
 /// `PT_DYNAMIC`.
 pub const PT_DYNAMIC: u32 = 2;
 /// `PT_NOTE`: notes, among them the build-id.
@@ -126,7 +133,7 @@ pub enum ImageError {
     Read(io::Error),
     /// No ELF magic at the address.
     NotElf,
-    /// An ELF object of another class or byte order than ours.
+    /// An ELF object of another class, byte order or machine than ours.
     Foreign,
     /// `e_phentsize` is not the ELF64 program header size.
     BadPhentsize(u16),
@@ -147,7 +154,7 @@ impl fmt::Display for ImageError {
         match self {
             Self::Read(err) => write!(f, "cannot read its memory: {err}"),
             Self::NotElf => f.write_str("not an ELF object"),
-            Self::Foreign => f.write_str("not a 64-bit object of this machine's byte order"),
+            Self::Foreign => f.write_str("not a 64-bit object of this machine"),
             Self::BadPhentsize(n) => write!(f, "program header size {n}, expected {PHDR_SIZE}"),
             Self::TooManyPhdrs(n) => {
                 write!(f, "{n} program headers (at most {MAX_PHDRS} supported)")
@@ -437,6 +444,60 @@ impl Layout {
     /// The `PT_NOTE` segments, at run time.
     pub fn notes(&self) -> &[Range<u64>] {
         self.notes.get(..self.notes_len).unwrap_or_default()
+    }
+}
+
+/// An ELF file's image as the loader would map it at its link-time
+/// addresses (bias 0), read from the file: an address in the file bytes
+/// of a `PT_LOAD` segment is read at the segment's offset, any other is
+/// an `EFAULT`.  What the generator reads of it (`.eh_frame_hdr`,
+/// `.eh_frame`, the notes) is what it reads of the object loaded, so
+/// `sframectl fill-cache` makes from the file the section the audit
+/// library would make from the object in memory.
+pub struct FileImage {
+    file: std::fs::File,
+    phdrs: ProgramHeaders,
+}
+
+impl FileImage {
+    /// The image of `file`, and its layout at bias 0; an object for
+    /// another machine is [`ImageError::Foreign`] (a loaded object never
+    /// is).
+    pub fn new(file: std::fs::File) -> Result<(Self, Layout), ImageError> {
+        // The ELF header and the program headers are read by file offset.
+        let ehdr = ElfHeader::read(&file, 0)?;
+        let mut machine = [0u8; 2];
+        Memory::read(&file, E_MACHINE_OFFSET, &mut machine)?;
+        if u16::from_ne_bytes(machine) != EM_NATIVE {
+            return Err(ImageError::Foreign);
+        }
+        let phdrs = ProgramHeaders::read(&file, ehdr.phoff, usize::from(ehdr.phnum))?;
+        let layout = Layout::new(&phdrs, 0)?;
+        Ok((Self { file, phdrs }, layout))
+    }
+}
+
+impl Memory for FileImage {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        let fault = || io::Error::from_raw_os_error(libc::EFAULT);
+        let end = addr.checked_add(buf.len() as u64).ok_or_else(fault)?;
+        let ph = self
+            .phdrs
+            .iter()
+            .find(|ph| {
+                ph.p_type == PT_LOAD
+                    && ph.p_vaddr <= addr
+                    && ph
+                        .p_vaddr
+                        .checked_add(ph.p_filesz)
+                        .is_some_and(|e| end <= e)
+            })
+            .ok_or_else(fault)?;
+        let offset = ph
+            .p_offset
+            .checked_add(addr - ph.p_vaddr)
+            .ok_or_else(fault)?;
+        std::os::unix::fs::FileExt::read_exact_at(&self.file, buf, offset)
     }
 }
 

@@ -92,9 +92,12 @@ pub(crate) trait Sections {
     fn obtain(&mut self, object: &Object<'_>, layout: &Layout) -> Obtained;
 }
 
-/// Generated sections through the on-disk cache only (or none at all).
+/// Generated sections through the on-disk caches only (or none at all).
 pub(crate) struct DiskSections {
     synth: bool,
+    /// The system's cache, read first; opened at each use, so that a
+    /// long-running daemon sees it once `fill-cache` has made it.
+    system: Option<CacheDir>,
     cache: Option<Cache>,
 }
 
@@ -117,6 +120,9 @@ impl DiskSections {
         };
         Self {
             synth: fallback.synth,
+            system: (fallback.synth && fallback.cache)
+                .then(CacheDir::system)
+                .flatten(),
             cache,
         }
     }
@@ -131,8 +137,14 @@ impl DiskSections {
         layout: &Layout,
         link: Option<&CStr>,
     ) -> Option<Result<Generated, GenerateError>> {
+        let system = self.synth.then_some(self.system.as_ref()).flatten();
+        let system = system.and_then(|dir| dir.open_shared().ok());
+        let caches = generated::Caches {
+            system: system.as_ref(),
+            user: self.cache.as_ref(),
+        };
         self.synth
-            .then(|| generated::obtain(mem, layout, link, self.cache.as_ref()))
+            .then(|| generated::obtain(mem, layout, link, caches))
     }
 }
 
