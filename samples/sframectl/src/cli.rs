@@ -110,6 +110,26 @@ pub(crate) enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
+    /// Generate the sections of the system's libraries ahead of time, into
+    /// the system's cache, which the audit library and the daemon read
+    /// before the user's own: the first start of a program then generates
+    /// none for them (run as root; the Debian package runs it when
+    /// installed and when packages install libraries).
+    FillCache {
+        /// Objects, or directories whose objects to take (not their
+        /// subdirectories); default: every library `ldconfig -p` lists
+        /// and the audit library, and the files of objects no longer
+        /// listed are removed.
+        #[arg(value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// The cache directory (default: $SFRAME_SYSTEM_CACHE, else
+        /// /var/cache/sframe-unwind/system).
+        #[arg(long, value_name = "DIR")]
+        dir: Option<PathBuf>,
+        /// Print what became of each object.
+        #[arg(short, long)]
+        verbose: bool,
+    },
     /// Remove every registration of a process.
     Unregister {
         /// The process.

@@ -12,6 +12,7 @@ mod daemon;
 mod derive_pcrel;
 mod dump;
 mod elf;
+mod fill_cache;
 mod generator_thread;
 mod kernel;
 mod list;
@@ -65,6 +66,11 @@ fn run(command: Command) -> Result<()> {
             synth: !no_synth,
             verbose,
         }),
+        Command::FillCache {
+            paths,
+            dir,
+            verbose,
+        } => fill_cache::run(paths, dir, verbose),
         Command::Unregister { pid } => register::unregister(pid),
         Command::Run {
             audit_lib,

@@ -1,0 +1,318 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `sframectl fill-cache`: generate, ahead of time, the sections of the
+//! system's libraries into the system's cache, which the audit library and
+//! the daemon read before the user's own (`sframe_audit::cache`).  Without
+//! it, the first start of a program under the audit library generates
+//! libc's section and every other library's, each user once.
+//!
+//! Each object is read from its file as the loader would map it
+//! ([`FileImage`]), so the section is the one the audit library would make
+//! from the object in memory, under the same name (its build-id).  Only
+//! files every user may read go into the shared cache: a section tells how
+//! its object's code uses the stack.  Objects with their own `.sframe` are
+//! left out (the audit library registers theirs), and so are those of
+//! another machine.
+//!
+//! With no path, the objects are every library the dynamic linker's cache
+//! lists (`ldconfig -p`) and the audit library `sframectl run` uses, and
+//! the files of objects no longer listed are removed: the Debian package runs it so when it is installed and when a
+//! package installs or removes libraries (the `ldconfig` trigger).
+
+use anyhow::bail;
+use anyhow::Context;
+use anyhow::Result;
+use sframe_audit::cache::Cache;
+use sframe_audit::cache::CacheDir;
+use sframe_audit::generated;
+use sframe_audit::generated::Caches;
+use sframe_audit::generated::Source;
+use sframe_audit::identity::Identity;
+use sframe_audit::image::FileImage;
+use sframe_audit::image::ImageError;
+use std::collections::BTreeSet;
+use std::collections::HashSet;
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::path::PathBuf;
+use std::process::Command;
+
+/// What became of one object.
+enum Outcome {
+    /// Generated and stored.
+    Generated(usize),
+    /// Its file was there already.
+    Cached,
+    /// Not for the cache, and why.
+    Skipped(String),
+    /// Not an object this machine loads (not ELF, another machine):
+    /// silent for a file found in a directory.
+    NotObject,
+}
+
+/// The counts printed at the end.
+#[derive(Default)]
+struct Tally {
+    generated: u64,
+    cached: u64,
+    skipped: u64,
+    bytes: u64,
+    removed: u64,
+}
+
+pub(crate) fn run(paths: Vec<PathBuf>, dir: Option<PathBuf>, verbose: bool) -> Result<()> {
+    let dir = match dir {
+        Some(dir) => CacheDir::at(&dir)?,
+        None => CacheDir::system().context("no system cache directory")?,
+    };
+    let cache = dir
+        .create_shared_and_open()
+        .with_context(|| format!("cache {}", dir.path().display()))?;
+    let whole_system = paths.is_empty();
+    let objects = if whole_system {
+        let mut objects = ldconfig_libraries()?;
+        // The audit library itself, loaded into every audited program.
+        if let Ok(lib) = crate::run::find_audit_lib(None, None, std::env::current_exe().ok()) {
+            objects.push((lib, false));
+        }
+        objects
+    } else {
+        named_objects(&paths)?
+    };
+    let mut tally = Tally::default();
+    let mut keys = HashSet::new();
+    for (path, named) in &objects {
+        let outcome = fill_one(&cache, path, &mut keys);
+        let line = match outcome {
+            Outcome::Generated(len) => {
+                tally.generated += 1;
+                tally.bytes += len as u64;
+                format!("generated ({len} bytes)")
+            }
+            Outcome::Cached => {
+                tally.cached += 1;
+                "cached already".to_owned()
+            }
+            Outcome::Skipped(why) => {
+                tally.skipped += 1;
+                format!("skipped: {why}")
+            }
+            Outcome::NotObject if !named => continue,
+            Outcome::NotObject => {
+                tally.skipped += 1;
+                "skipped: not an object of this machine".to_owned()
+            }
+        };
+        if verbose {
+            println!("{}: {line}", path.display());
+        }
+    }
+    if whole_system {
+        tally.removed = remove_unlisted(dir.path(), &keys, verbose);
+    }
+    println!(
+        "{}: {} sections generated ({} bytes), {} cached already, {} objects skipped, {} files removed",
+        dir.path().display(),
+        tally.generated,
+        tally.bytes,
+        tally.cached,
+        tally.skipped,
+        tally.removed
+    );
+    Ok(())
+}
+
+/// The section of the object in `path`, into `cache`; its name added to
+/// `keys`.
+fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
+    // Non-blocking: a FIFO named here cannot hold us up.
+    let file = match std::fs::File::options()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(err) => return Outcome::Skipped(err.to_string()),
+    };
+    let meta = match file.metadata() {
+        Ok(meta) => meta,
+        Err(err) => return Outcome::Skipped(err.to_string()),
+    };
+    if !meta.file_type().is_file() {
+        return Outcome::NotObject;
+    }
+    if meta.mode() & 0o004 == 0 {
+        return Outcome::Skipped("not readable by every user".into());
+    }
+    let (image, layout) = match FileImage::new(file) {
+        Ok(found) => found,
+        Err(ImageError::NotElf | ImageError::Foreign) => return Outcome::NotObject,
+        // Shorter than an ELF header.
+        Err(ImageError::Read(err)) if err.kind() == std::io::ErrorKind::UnexpectedEof => {
+            return Outcome::NotObject
+        }
+        Err(err) => return Outcome::Skipped(err.to_string()),
+    };
+    if layout.sframe.is_some() {
+        return Outcome::Skipped("has its own .sframe".into());
+    }
+    let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
+        return Outcome::Skipped("a NUL in its path".into());
+    };
+    if let Some(key) = Identity::build_id(&image, &layout).or_else(|| Identity::file(&cpath)) {
+        keys.insert(key.as_str().to_owned());
+    }
+    match generated::obtain(&image, &layout, Some(&cpath), Caches::user(Some(cache))) {
+        Ok(gen) => match gen.source {
+            Source::Cache | Source::SystemCache => Outcome::Cached,
+            Source::Stored => Outcome::Generated(gen.section.len()),
+            Source::Generated => Outcome::Skipped(format!("not stored: {gen}")),
+        },
+        Err(err) => Outcome::Skipped(format!("none generated: {err}")),
+    }
+}
+
+/// The objects named: files, and the files of directories (not their
+/// subdirectories), each with whether it was named itself.
+fn named_objects(paths: &[PathBuf]) -> Result<Vec<(PathBuf, bool)>> {
+    let mut out = Vec::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).with_context(|| path.display().to_string())?;
+        if !meta.is_dir() {
+            out.push((path.clone(), true));
+            continue;
+        }
+        let mut found = BTreeSet::new();
+        for entry in std::fs::read_dir(path).with_context(|| path.display().to_string())? {
+            found.insert(entry?.path());
+        }
+        out.extend(found.into_iter().map(|p| (p, false)));
+    }
+    Ok(out)
+}
+
+/// Every library the dynamic linker's cache lists, each file once.
+fn ldconfig_libraries() -> Result<Vec<(PathBuf, bool)>> {
+    let output = ["ldconfig", "/usr/sbin/ldconfig", "/sbin/ldconfig"]
+        .iter()
+        .find_map(|cmd| Command::new(cmd).arg("-p").output().ok())
+        .context("cannot run ldconfig -p")?;
+    if !output.status.success() {
+        bail!("ldconfig -p failed: {}", output.status);
+    }
+    Ok(parse_ldconfig(&output.stdout))
+}
+
+/// The paths `ldconfig -p` prints (`\tNAME (FLAGS) => PATH`), each real
+/// file once.
+fn parse_ldconfig(text: &[u8]) -> Vec<(PathBuf, bool)> {
+    let mut seen = BTreeSet::new();
+    for line in text.split(|&b| b == b'\n') {
+        let Some(at) = line.windows(4).position(|w| w == b" => ") else {
+            continue;
+        };
+        let path = Path::new(std::ffi::OsStr::from_bytes(&line[at + 4..]));
+        if path.is_absolute() {
+            seen.insert(std::fs::canonicalize(path).unwrap_or_else(|_| path.to_owned()));
+        }
+    }
+    // Listed, not named: another machine's libraries are not reported.
+    seen.into_iter().map(|p| (p, false)).collect()
+}
+
+/// Removes the cache files in `dir` whose object `keys` does not name
+/// (and temporary files a killed run left); how many were removed.
+fn remove_unlisted(dir: &Path, keys: &HashSet<String>, verbose: bool) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        let stale = match name.strip_suffix(".sframe") {
+            Some(key) => !key.starts_with('.') && !keys.contains(key),
+            None => name.starts_with('.') && name.ends_with(".tmp"),
+        };
+        if stale && std::fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+            if verbose {
+                println!("{}: removed", entry.path().display());
+            }
+        }
+    }
+    removed
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ldconfig_lines_give_each_file_once() {
+        let text = b"1234 libs found in cache `/etc/ld.so.cache'\n\
+            \tlibz.so.1 (libc6,x86-64) => /proc/self/exe\n\
+            \tlibz.so (libc6,x86-64) => /proc/self/exe\n\
+            \tlibodd.so (libc6) => relative/path\n\
+            Cache generated by: ldconfig\n";
+        let got = parse_ldconfig(text);
+        assert_eq!(got.len(), 1);
+        assert!(!got[0].1);
+        assert_eq!(got[0].0, std::fs::canonicalize("/proc/self/exe").unwrap());
+    }
+
+    #[test]
+    fn fills_then_finds_and_prunes() {
+        let dir = std::env::temp_dir().join(format!("sframectl-fill-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = CacheDir::at(&dir)
+            .unwrap()
+            .create_shared_and_open()
+            .unwrap();
+        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        let mut keys = HashSet::new();
+        assert!(matches!(
+            fill_one(&cache, &exe, &mut keys),
+            Outcome::Generated(_)
+        ));
+        assert!(matches!(fill_one(&cache, &exe, &mut keys), Outcome::Cached));
+        assert_eq!(keys.len(), 1);
+        // Not objects: a directory, a text file.
+        assert!(matches!(
+            fill_one(&cache, Path::new("/proc"), &mut keys),
+            Outcome::NotObject
+        ));
+        let text = dir.join("not-elf");
+        std::fs::write(&text, b"hello").unwrap();
+        std::fs::set_permissions(&text, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
+        assert!(matches!(
+            fill_one(&cache, &text, &mut keys),
+            Outcome::NotObject
+        ));
+        // A copy readable by its owner only stays out of the shared cache.
+        let private = dir.join("private");
+        std::fs::copy(&exe, &private).unwrap();
+        std::fs::set_permissions(
+            &private,
+            std::os::unix::fs::PermissionsExt::from_mode(0o600),
+        )
+        .unwrap();
+        assert!(matches!(
+            fill_one(&cache, &private, &mut keys),
+            Outcome::Skipped(_)
+        ));
+        // What no listed object names goes; the listed one stays.
+        std::fs::write(dir.join("b-0123.sframe"), b"stale").unwrap();
+        std::fs::write(dir.join(".b-0123.1.2.tmp"), b"left").unwrap();
+        assert_eq!(remove_unlisted(&dir, &keys, false), 2);
+        assert_eq!(remove_unlisted(&dir, &keys, false), 0);
+        assert!(matches!(fill_one(&cache, &exe, &mut keys), Outcome::Cached));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
