@@ -12,7 +12,8 @@
 # tests/perf/synth_chains.py (scripts/run-tests runs it in the guest root,
 # where perf script is fast; $SFRAME_OUT/synth/recordings names those to
 # check when they are not all of them).  Here: the cache (cold, warm, corrupt,
-# unwritable, switched off) and register --pid of a stock program.
+# unwritable, switched off), the system's cache (fill-cache) and register
+# --pid of a stock program.
 . "$SFRAME_SRC/tests/lib.sh"
 
 CTL=$SFRAMECTL
@@ -27,9 +28,11 @@ ROUNDS=${SFRAME_SYNTH_ROUNDS:-8}
 # A cache of our own, empty at the start: the guest's $HOME is read-only.
 export XDG_CACHE_HOME=/tmp/synth-cache-home
 CACHE=$XDG_CACHE_HOME/sframe-unwind/synth
+# The system's cache (sframectl fill-cache): ours too, absent at the start.
+export SFRAME_SYSTEM_CACHE=/tmp/synth-system-cache
 # libc as the loader names it (debug messages) and as maps do (list).
 LIBC='/libc\.so\.6'
-rm -rf "$D" "$XDG_CACHE_HOME"
+rm -rf "$D" "$XDG_CACHE_HOME" "$SFRAME_SYSTEM_CACHE"
 mkdir -p "$D"
 
 # The workloads: tests/progs/libc-work built with and without -Wa,--gsframe
@@ -122,6 +125,45 @@ off_generates_nothing() {
 		grep -q "$LIBC: no PT_GNU_SFRAME, none generated (no PT_GNU_EH_FRAME, or generation off)"
 }
 check "SFRAME_AUDIT_SYNTH=0: nothing generated" off_generates_nothing
+# The system's cache, filled ahead of time as the Debian package fills it
+# (there, for every library ldconfig lists; here libc's alone): read before
+# the user's, which then generates nothing for libc.
+SYS=$SFRAME_SYSTEM_CACHE
+fill_system_cache() {
+	local libc
+	libc=$(ldconfig -p | awk '/libc\.so\.6 .*=> / { print $NF; exit }')
+	"$CTL" fill-cache -v "$libc" "$PROGS" || return 1
+	[ "$(stat -c %a "$SYS")" = 755 ] &&
+		[ "$(ls "$SYS" | grep -c '^b-[0-9a-f]*\.sframe$')" -ge 2 ] &&
+		[ -z "$(find "$SYS" -type f ! -perm 0644)" ]
+}
+check_show "fill-cache: libc's and the test programs' sections, readable by all" fill_system_cache
+# fresh_log: audit_log with a user cache that is empty.
+fresh_log() {
+	rm -rf /tmp/synth-fresh-home
+	audit_log XDG_CACHE_HOME=/tmp/synth-fresh-home "$@"
+}
+system_cache_first() {
+	local out
+	out=$(fresh_log)
+	echo "$out" | grep 'PT_GNU_SFRAME'
+	echo "$out" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the system cache" &&
+		echo "$out" | grep -q "(main program): no PT_GNU_SFRAME: section from the system cache" &&
+		[ "$(echo "$out" | grep -c ': registered text')" -ge 3 ] &&
+		! ls /tmp/synth-fresh-home/sframe-unwind/synth | grep -q -F -x -f <(ls "$SYS")
+}
+check_show "system cache: libc's section read from it, none made in an empty user cache" \
+	system_cache_first
+writable_system_cache_unused() {
+	local rc=0
+	chmod 0777 "$SYS"
+	fresh_log | grep -q "$LIBC: no PT_GNU_SFRAME: section generated, cached" || rc=1
+	chmod 0755 "$SYS"
+	return $rc
+}
+check "a system cache writable by others is not read" writable_system_cache_unused
+check "fill-cache again: nothing generated" sh -c \
+	"'$CTL' fill-cache '$PROGS' | grep -q ': 0 sections generated'"
 check "manylibs: 51 own sections and libc's generated one registered" sh -c \
 	"SFRAME_AUDIT_DEBUG=1 '$CTL' run -- '$PROGS/manylibs' 2>&1 | grep -c ': registered text' |
 	awk '{ exit !(\$1 >= 52) }'"
