@@ -138,6 +138,8 @@ fill_system_cache() {
 		[ -z "$(find "$SYS" -type f ! -perm 0644)" ]
 }
 check_show "fill-cache: libc's and the test programs' sections, readable by all" fill_system_cache
+check "sframectl status: the system cache and its sections" sh -c \
+	"'$CTL' status | grep -x 'system cache: $SYS, [1-9][0-9]* sections, [0-9]* bytes'"
 # fresh_log: audit_log with a user cache that is empty.
 fresh_log() {
 	rm -rf /tmp/synth-fresh-home

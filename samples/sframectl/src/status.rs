@@ -2,13 +2,16 @@
 
 //! `sframectl status`: is the module loaded, which ABI it speaks, and its
 //! counters, one `name: value` per line (easy to read and to grep); then
-//! whether `sframectl daemon` runs, and its own counters (`daemon ...`).
+//! whether `sframectl daemon` runs, and its own counters (`daemon ...`);
+//! then the caches of generated sections, the system's and the user's.
 
 use crate::kernel;
 use crate::run_dir;
 use crate::run_dir::Daemon;
 use anyhow::bail;
 use anyhow::Result;
+use sframe_audit::cache::Cache;
+use sframe_audit::cache::CacheDir;
 use sframe_uapi::SframeStats;
 use sframe_uapi::SFRAME_FEAT_V2;
 use sframe_uapi::SFRAME_FEAT_V3;
@@ -88,7 +91,62 @@ pub(crate) fn run() -> Result<()> {
         Err(err) => return Err(kernel::explain(err, "stats", None)),
     }
     print_daemon(&mut out, &run_dir::probe(&run_dir::default_dir()))?;
+    print_cache(
+        &mut out,
+        "system cache",
+        CacheDir::system(),
+        CacheDir::open_shared,
+    )?;
+    print_cache(&mut out, "your cache", CacheDir::from_env(), CacheDir::open)?;
     Ok(())
+}
+
+/// One cache of generated sections: where, whether it is used, and what
+/// it holds (`N sections, B bytes`).
+fn print_cache(
+    out: &mut impl Write,
+    name: &str,
+    dir: Option<CacheDir>,
+    open: impl Fn(&CacheDir) -> std::io::Result<Cache>,
+) -> Result<()> {
+    let Some(dir) = dir else {
+        writeln!(out, "{name}: none")?;
+        return Ok(());
+    };
+    let path = dir.path().display();
+    match open(&dir) {
+        Ok(_) => {
+            let (files, bytes) = cache_contents(dir.path());
+            writeln!(out, "{name}: {path}, {files} sections, {bytes} bytes")?;
+        }
+        Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+            writeln!(out, "{name}: {path}, absent")?;
+        }
+        Err(err) if err.raw_os_error() == Some(libc::EPERM) => {
+            writeln!(
+                out,
+                "{name}: {path}, not used: writable by others or not owned"
+            )?;
+        }
+        Err(err) => writeln!(out, "{name}: {path}, not used: {err}")?,
+    }
+    Ok(())
+}
+
+/// The section files in a cache directory, and their bytes.
+fn cache_contents(dir: &std::path::Path) -> (u64, u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return (0, 0);
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            !name.starts_with('.') && name.ends_with(".sframe")
+        })
+        .filter_map(|e| e.metadata().ok().filter(|m| m.is_file()))
+        .fold((0, 0), |(n, b), m| (n + 1, b + m.len()))
 }
 
 fn print_daemon(out: &mut impl Write, daemon: &Daemon) -> Result<()> {
@@ -167,6 +225,38 @@ mod tests {
         assert!(text.contains("bytes: 4096\n"));
         assert!(text.contains("failed (overlap): 2\n"));
         assert!(text.lines().all(|l| l.split_once(": ").is_some()));
+    }
+
+    #[test]
+    fn cache_lines() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = std::env::temp_dir().join(format!("sframectl-status-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let line = |dir: Option<CacheDir>| {
+            let mut out = Vec::new();
+            print_cache(&mut out, "system cache", dir, CacheDir::open_shared).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let dir = || CacheDir::at(&base).ok();
+        assert_eq!(line(None), "system cache: none\n");
+        let p = base.display();
+        assert_eq!(line(dir()), format!("system cache: {p}, absent\n"));
+        CacheDir::at(&base)
+            .unwrap()
+            .create_shared_and_open()
+            .unwrap();
+        std::fs::write(base.join("b-01.sframe"), [0u8; 100]).unwrap();
+        std::fs::write(base.join(".b-02.1.2.tmp"), [0u8; 7]).unwrap();
+        assert_eq!(
+            line(dir()),
+            format!("system cache: {p}, 1 sections, 100 bytes\n")
+        );
+        std::fs::set_permissions(&base, PermissionsExt::from_mode(0o777)).unwrap();
+        assert_eq!(
+            line(dir()),
+            format!("system cache: {p}, not used: writable by others or not owned\n")
+        );
+        std::fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
