@@ -309,6 +309,7 @@ fn obtain_with(
                     })
                 }
                 Err(Miss::Absent) => {}
+                Err(err) if source == Source::SystemCache => miss = Some(format!("system {err}")),
                 Err(err) => miss = Some(err.to_string()),
             }
         }

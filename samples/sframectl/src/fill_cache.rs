@@ -128,7 +128,13 @@ pub(crate) fn run(paths: Vec<PathBuf>, dir: Option<PathBuf>, verbose: bool) -> R
 /// The section of the object in `path`, into `cache`; its name added to
 /// `keys`.
 fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
-    // Non-blocking: a FIFO named here cannot hold us up.
+    // Only regular files are opened: opening a device can do something.
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => return Outcome::NotObject,
+        Err(err) => return Outcome::Skipped(err.to_string()),
+    }
+    // Non-blocking: a FIFO swapped in since cannot hold us up.
     let file = match std::fs::File::options()
         .read(true)
         .custom_flags(libc::O_NONBLOCK | libc::O_CLOEXEC)
@@ -144,7 +150,7 @@ fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
     if !meta.file_type().is_file() {
         return Outcome::NotObject;
     }
-    if meta.mode() & 0o004 == 0 {
+    if meta.mode() & 0o004 == 0 || !reachable_by_all(path) {
         return Outcome::Skipped("not readable by every user".into());
     }
     let (image, layout) = match FileImage::new(file) {
@@ -173,6 +179,18 @@ fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
         },
         Err(err) => Outcome::Skipped(format!("none generated: {err}")),
     }
+}
+
+/// Whether every directory above `path` (resolved) lets every user
+/// through: a file others may read in a directory they may not enter is
+/// not theirs to read.
+fn reachable_by_all(path: &Path) -> bool {
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return false;
+    };
+    real.ancestors()
+        .skip(1)
+        .all(|dir| std::fs::metadata(dir).is_ok_and(|m| m.mode() & 0o001 != 0))
 }
 
 /// The objects named: files, and the files of directories (not their
@@ -305,6 +323,21 @@ mod tests {
         .unwrap();
         assert!(matches!(
             fill_one(&cache, &private, &mut keys),
+            Outcome::Skipped(_)
+        ));
+        // So does one others may read in a directory they may not enter.
+        let hidden = dir.join("hidden");
+        std::fs::create_dir(&hidden).unwrap();
+        std::fs::set_permissions(&hidden, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+            .unwrap();
+        std::fs::copy(&exe, hidden.join("copy")).unwrap();
+        std::fs::set_permissions(
+            hidden.join("copy"),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+        assert!(matches!(
+            fill_one(&cache, &hidden.join("copy"), &mut keys),
             Outcome::Skipped(_)
         ));
         // What no listed object names goes; the listed one stays.
