@@ -118,8 +118,9 @@ pub(crate) enum Command {
     FillCache {
         /// Objects, or directories whose objects to take (not their
         /// subdirectories); default: every library `ldconfig -p` lists
-        /// and the audit library, and the files of objects no longer
-        /// listed are removed.
+        /// and the audit library, and the files of those the last such
+        /// run found and this one does not are removed (objects added by
+        /// path stay).
         #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
         /// The cache directory (default: $SFRAME_SYSTEM_CACHE, else

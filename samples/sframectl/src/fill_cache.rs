@@ -15,8 +15,9 @@
 //! another machine.
 //!
 //! With no path, the objects are every library the dynamic linker's cache
-//! lists (`ldconfig -p`) and the audit library `sframectl run` uses, and
-//! the files of objects no longer listed are removed: the Debian package runs it so when it is installed and when a
+//! lists (`ldconfig -p`) and the audit library `sframectl run` uses; the
+//! files of those the last such run found and this one does not are
+//! removed (objects added by path stay): the Debian package runs it so when it is installed and when a
 //! package installs or removes libraries (the `ldconfig` trigger).
 
 use anyhow::bail;
@@ -111,7 +112,7 @@ pub(crate) fn run(paths: Vec<PathBuf>, dir: Option<PathBuf>, verbose: bool) -> R
         }
     }
     if whole_system {
-        tally.removed = remove_unlisted(dir.path(), &keys, verbose);
+        tally.removed = remove_unlisted(dir.path(), &keys, verbose)?;
     }
     println!(
         "{}: {} sections generated ({} bytes), {} cached already, {} objects skipped, {} files removed",
@@ -241,30 +242,55 @@ fn parse_ldconfig(text: &[u8]) -> Vec<(PathBuf, bool)> {
     seen.into_iter().map(|p| (p, false)).collect()
 }
 
-/// Removes the cache files in `dir` whose object `keys` does not name
-/// (and temporary files a killed run left); how many were removed.
-fn remove_unlisted(dir: &Path, keys: &HashSet<String>, verbose: bool) -> u64 {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return 0;
-    };
+/// The file, in the cache directory, that lists the objects the last run
+/// without a path found (one key per line): only those are removed when a
+/// later one no longer finds them, so objects added by path stay.
+const LISTED: &str = ".listed";
+
+/// Removes the cache files of the objects the last run without a path
+/// listed ([`LISTED`]) and `keys` does not name, and temporary files a
+/// killed run left; then lists `keys` for the next run.  How many files
+/// were removed.
+fn remove_unlisted(dir: &Path, keys: &HashSet<String>, verbose: bool) -> Result<u64> {
+    let listed = dir.join(LISTED);
+    let before = std::fs::read_to_string(&listed).unwrap_or_default();
+    let mut stale: Vec<PathBuf> = before
+        .lines()
+        // A key is letters, digits and '-' (`Identity`): no path.
+        .filter(|key| {
+            !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+        .filter(|key| !keys.contains(*key))
+        .map(|key| dir.join(format!("{key}.sframe")))
+        .collect();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        stale.extend(
+            entries
+                .flatten()
+                .filter(|e| {
+                    let name = e.file_name();
+                    let name = name.to_string_lossy();
+                    name.starts_with('.') && name.ends_with(".tmp")
+                })
+                .map(|e| e.path()),
+        );
+    }
     let mut removed = 0;
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(name) = name.to_str() else {
-            continue;
-        };
-        let stale = match name.strip_suffix(".sframe") {
-            Some(key) => !key.starts_with('.') && !keys.contains(key),
-            None => name.starts_with('.') && name.ends_with(".tmp"),
-        };
-        if stale && std::fs::remove_file(entry.path()).is_ok() {
+    for path in stale {
+        if std::fs::remove_file(&path).is_ok() {
             removed += 1;
             if verbose {
-                println!("{}: removed", entry.path().display());
+                println!("{}: removed", path.display());
             }
         }
     }
-    removed
+    let mut now: Vec<&str> = keys.iter().map(String::as_str).collect();
+    now.sort_unstable();
+    let tmp = dir.join(format!(".listed.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, now.join("\n") + "\n")
+        .and_then(|()| std::fs::rename(&tmp, &listed))
+        .with_context(|| format!("cannot write {}", listed.display()))?;
+    Ok(removed)
 }
 
 #[cfg(test)]
@@ -340,11 +366,22 @@ mod tests {
             fill_one(&cache, &hidden.join("copy"), &mut keys),
             Outcome::Skipped(_)
         ));
-        // What no listed object names goes; the listed one stays.
+        // A run without a path lists what it found; the next one removes
+        // what it no longer finds of that list, and leftovers of a killed
+        // run, but not what was added by path.
         std::fs::write(dir.join("b-0123.sframe"), b"stale").unwrap();
+        std::fs::write(dir.join("b-0456.sframe"), b"added by path").unwrap();
         std::fs::write(dir.join(".b-0123.1.2.tmp"), b"left").unwrap();
-        assert_eq!(remove_unlisted(&dir, &keys, false), 2);
-        assert_eq!(remove_unlisted(&dir, &keys, false), 0);
+        let mut old = keys.clone();
+        old.insert("b-0123".into());
+        assert_eq!(remove_unlisted(&dir, &old, false).unwrap(), 1);
+        assert_eq!(remove_unlisted(&dir, &keys, false).unwrap(), 1);
+        assert_eq!(remove_unlisted(&dir, &keys, false).unwrap(), 0);
+        assert!(!dir.join("b-0123.sframe").exists());
+        assert!(dir.join("b-0456.sframe").exists());
+        // A listed name that is not a key names no file elsewhere.
+        std::fs::write(dir.join(LISTED), "../../etc/passwd\n").unwrap();
+        assert_eq!(remove_unlisted(&dir, &keys, false).unwrap(), 0);
         assert!(matches!(fill_one(&cache, &exe, &mut keys), Outcome::Cached));
         std::fs::remove_dir_all(&dir).unwrap();
     }
