@@ -191,7 +191,7 @@ fn print_report(report: Report<'_>) {
         Report::Refused(name, _, err) => {
             eprintln!("sframectl: {name}: the module refused its SFrame section (see dmesg): {err}")
         }
-        Report::Generated(name, gen) => println!("{name}: no .sframe: {gen} from .eh_frame"),
+        Report::Generated(name, gen) => println!("{name}: no .sframe, one from .eh_frame: {gen}"),
         Report::NotGenerated(name, err) => println!("{name}: no .sframe, none generated: {err}"),
         Report::Skipped(name, why) => eprintln!("sframectl: {name}: skipped: {why}"),
         Report::Later(name) => println!("{name}: no .sframe: being generated"),
