@@ -312,13 +312,19 @@ mod tests {
 
     #[test]
     fn fills_then_finds_and_prunes() {
-        let dir = std::env::temp_dir().join(format!("sframectl-fill-{}", std::process::id()));
+        // In /tmp, which every user may enter, whatever TMPDIR says; the
+        // object a copy of this test binary, which may live under a
+        // directory others may not enter (run-tests builds in ~/.cache).
+        let dir = Path::new("/tmp").join(format!("sframectl-fill-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let cache = CacheDir::at(&dir)
             .unwrap()
             .create_shared_and_open()
             .unwrap();
-        let exe = std::fs::canonicalize("/proc/self/exe").unwrap();
+        let exe = dir.join("object");
+        std::fs::copy("/proc/self/exe", &exe).unwrap();
+        std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+            .unwrap();
         let mut keys = HashSet::new();
         assert!(matches!(
             fill_one(&cache, &exe, &mut keys),
