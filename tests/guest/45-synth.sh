@@ -163,13 +163,16 @@ system_cache_first() {
 check_show "system cache: libc's section read from it, none made in an empty user cache" \
 	system_cache_first
 writable_system_cache_unused() {
-	local rc=0
+	local rc=0 out
 	chmod 0777 "$SYS"
-	fresh_log | grep -q "$LIBC: no PT_GNU_SFRAME: section generated, cached" || rc=1
+	out=$(fresh_log)
+	echo "$out" | grep -q "$LIBC: no PT_GNU_SFRAME: section generated, cached" || rc=1
+	echo "$out" | grep -q "system cache $SYS: .*: not used" || rc=1
 	chmod 0755 "$SYS"
 	return $rc
 }
-check "a system cache writable by others is not read" writable_system_cache_unused
+check "a system cache writable by others is not read, and the debug log says why" \
+	writable_system_cache_unused
 check "fill-cache again: nothing generated" sh -c \
 	"'$CTL' fill-cache '$SYS_PROG' | grep -q ': 0 sections generated'"
 check "manylibs: 51 own sections and libc's generated one registered" sh -c \

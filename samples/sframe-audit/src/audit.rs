@@ -567,12 +567,19 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 /// debug message) if it has none or generation is off.
 fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Held> {
     let cached = SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED;
-    // Absent until the system's libraries are cached: not worth a message.
     let system = if cached {
         SYSTEM_CACHE_DIR
             .get_or_init(CacheDir::system)
             .as_ref()
-            .and_then(|dir| dir.open_shared().ok())
+            .and_then(|dir| match dir.open_shared() {
+                Ok(cache) => Some(cache),
+                // Absent until the system's libraries are cached.
+                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => None,
+                Err(err) => {
+                    debug!("system cache {}: {err}: not used", dir.path().display());
+                    None
+                }
+            })
     } else {
         None
     };
