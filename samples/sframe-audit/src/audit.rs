@@ -28,6 +28,7 @@
 //!   address is a deduction rather than a loader fact, so a wrong guess is an
 //!   error, not a crash.
 
+use crate::cache::Cache;
 use crate::cache::CacheDir;
 use crate::device::Device;
 use crate::device::Registration;
@@ -566,36 +567,28 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 /// `layout` describes, through the cache unless that is off; `None` (and a
 /// debug message) if it has none or generation is off.
 fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Held> {
-    let cached = SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED;
-    let system = if cached {
-        SYSTEM_CACHE_DIR
-            .get_or_init(CacheDir::system)
-            .as_ref()
-            .and_then(|dir| match dir.open_shared() {
-                Ok(cache) => Some(cache),
-                // Absent until the system's libraries are cached.
-                Err(err) if err.raw_os_error() == Some(libc::ENOENT) => None,
-                Err(err) => {
-                    debug!("system cache {}: {err}: not used", dir.path().display());
-                    None
-                }
-            })
+    let (system, cache) = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
+        (
+            // Absent until the system's libraries are cached: no message.
+            open_cache(
+                &SYSTEM_CACHE_DIR,
+                CacheDir::system,
+                CacheDir::open_shared,
+                true,
+                "system cache",
+                "not used",
+            ),
+            open_cache(
+                &CACHE_DIR,
+                CacheDir::from_env,
+                CacheDir::create_and_open,
+                false,
+                "cache",
+                "not caching",
+            ),
+        )
     } else {
-        None
-    };
-    let cache = if cached {
-        CACHE_DIR
-            .get_or_init(CacheDir::from_env)
-            .as_ref()
-            .and_then(|dir| match dir.create_and_open() {
-                Ok(cache) => Some(cache),
-                Err(err) => {
-                    debug!("cache {}: {err}: not caching", dir.path().display());
-                    None
-                }
-            })
-    } else {
-        None
+        (None, None)
     };
     let caches = generated::Caches {
         system: system.as_ref(),
@@ -608,6 +601,29 @@ fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<genera
         }
         Err(err) => {
             debug!("{name}: no PT_GNU_SFRAME, none generated: {err}");
+            None
+        }
+    }
+}
+
+/// The cache directory `dir` holds (named by `init` at first use), opened
+/// with `open` for one object; `None` if none is named or it cannot be
+/// opened, which a debug message says ("`what` DIR: error: `outcome`")
+/// unless it does not exist and `quiet_absent`.
+fn open_cache(
+    dir: &OnceLock<Option<CacheDir>>,
+    init: fn() -> Option<CacheDir>,
+    open: fn(&CacheDir) -> std::io::Result<Cache>,
+    quiet_absent: bool,
+    what: &str,
+    outcome: &str,
+) -> Option<Cache> {
+    let dir = dir.get_or_init(init).as_ref()?;
+    match open(dir) {
+        Ok(cache) => Some(cache),
+        Err(err) if quiet_absent && err.raw_os_error() == Some(libc::ENOENT) => None,
+        Err(err) => {
+            debug!("{what} {}: {err}: {outcome}", dir.path().display());
             None
         }
     }
