@@ -20,6 +20,7 @@
 #define SFRAME_FEAT_V2		(1ULL << 0)
 #define SFRAME_FEAT_V3		(1ULL << 1)
 #define SFRAME_FEAT_STATS_SCOPE	(1ULL << 2)	/* sframe_stats.scope */
+#define SFRAME_FEAT_TAG		(1ULL << 3)	/* SFRAME_F_TAGGED, SFRAME_F_BY_TAG */
 
 struct sframe_version {
 	__u32 size;		/* in: sizeof(struct sframe_version) */
@@ -33,7 +34,7 @@ struct sframe_version {
 #define SFRAME_IOC_VERSION	_IOWR(SFRAME_IOC_MAGIC, 0x00, struct sframe_version)
 
 /* Command numbers; the size in each command is that of version 0. */
-#define SFRAME_IOC_REGISTER	_IOWR(SFRAME_IOC_MAGIC, 0x01, struct sframe_register)
+#define SFRAME_IOC_REGISTER	_IOC(_IOC_READ | _IOC_WRITE, SFRAME_IOC_MAGIC, 0x01, SFRAME_REGISTER_SIZE_VER0)
 #define SFRAME_IOC_UNREGISTER	_IOWR(SFRAME_IOC_MAGIC, 0x02, struct sframe_unregister)
 #define SFRAME_IOC_LIST		_IOWR(SFRAME_IOC_MAGIC, 0x03, struct sframe_list)
 #define SFRAME_IOC_STATS	_IOC(_IOC_READ | _IOC_WRITE, SFRAME_IOC_MAGIC, 0x04, SFRAME_STATS_SIZE_VER0)
@@ -48,10 +49,21 @@ struct sframe_version {
  * /proc/PID/auxv) naming the target (default: the caller).
  */
 #define SFRAME_F_PROCFD		(1U << 2)
+/*
+ * sframe_register.flags: the bytes are given, and the caller's account
+ * files their copy under tag, for later registrations SFRAME_F_BY_TAG.
+ */
+#define SFRAME_F_TAGGED		(1U << 3)
+/*
+ * sframe_register.flags: no bytes (sframe_data zero): the copy of
+ * sframe_len bytes the caller's account filed under tag and still holds or
+ * keeps; ENOENT if there is none (then give the bytes, SFRAME_F_TAGGED).
+ */
+#define SFRAME_F_BY_TAG		(1U << 4)
 
 struct sframe_register {
 	__u32 size;		/* in: sizeof(struct sframe_register) */
-	__u32 flags;		/* in: SFRAME_F_PROCFD or 0 */
+	__u32 flags;		/* in: SFRAME_F_PROCFD, SFRAME_F_TAGGED or _BY_TAG, or 0 */
 	__s32 pidfd;		/* in, with SFRAME_F_PROCFD: the target */
 	__u32 reserved;		/* must be zero */
 	__u64 sframe_data;	/* in: address of the SFrame bytes (caller's memory) */
@@ -60,8 +72,13 @@ struct sframe_register {
 	__u64 text_start;	/* in: covered text, in the target: [start, */
 	__u64 text_end;		/*     end) */
 	__u64 handle;		/* out: names this registration */
+	/* Since SFRAME_REGISTER_SIZE_VER1, in, with SFRAME_F_TAGGED or
+	 * SFRAME_F_BY_TAG: the caller's name for the bytes (a digest of them,
+	 * say), its account's own. */
+	__u64 tag;
 };
 #define SFRAME_REGISTER_SIZE_VER0	64
+#define SFRAME_REGISTER_SIZE_VER1	72
 
 struct sframe_unregister {
 	__u32 size;		/* in: sizeof(struct sframe_unregister) */
@@ -153,9 +170,12 @@ struct sframe_stats {
 	__u64 kept_copies;
 	__u64 kept_bytes;	/* kernel bytes held for them */
 	__u64 kept_reused;	/* since load: registrations that took one back */
+	/* Since SFRAME_STATS_SIZE_VER2: registrations by tag, since load. */
+	__u64 by_tag;
 };
 #define SFRAME_STATS_SIZE_VER0	376
 #define SFRAME_STATS_SIZE_VER1	400
+#define SFRAME_STATS_SIZE_VER2	408
 /*
  * scope: every user's figures (CAP_PERFMON or CAP_SYS_ADMIN), or the
  * caller's own account's (mms, failures and unwind are then zero).

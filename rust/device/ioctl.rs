@@ -30,6 +30,7 @@ use crate::{
         self,
         Failure,
         RegisterRequest,
+        Tag,
         Which, //
     },
     switches,
@@ -57,7 +58,7 @@ fn version(arg: usize) -> Result<isize> {
     s.value.size = core::mem::size_of::<SframeVersion>() as u32;
     s.value.abi_version = SFRAME_ABI_VERSION;
     s.value.module_version = MODULE_VERSION;
-    s.value.features = SFRAME_FEAT_V2 | SFRAME_FEAT_V3 | SFRAME_FEAT_STATS_SCOPE;
+    s.value.features = SFRAME_FEAT_V2 | SFRAME_FEAT_V3 | SFRAME_FEAT_STATS_SCOPE | SFRAME_FEAT_TAG;
     write_struct(&s)?;
     Ok(0)
 }
@@ -122,7 +123,7 @@ fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
     if v.reserved != 0 || v.handle != 0 {
         return Err(bad_arg("reserved or output field not zero"));
     }
-    if v.flags & !(SFRAME_F_PIDFD | SFRAME_F_PROCFD) != 0 {
+    if v.flags & !(SFRAME_F_PIDFD | SFRAME_F_PROCFD | SFRAME_F_TAGGED | SFRAME_F_BY_TAG) != 0 {
         return Err(bad_arg("unknown flags"));
     }
     let req = RegisterRequest {
@@ -132,6 +133,7 @@ fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
         text_start: v.text_start,
         text_end: v.text_end,
         flags: 0,
+        tag: register_tag(&v, s.user_size())?,
         holder: 0,
     };
     with_target(v.flags, v.pidfd, Access::Modify, |mm, holder| {
@@ -145,6 +147,28 @@ fn register(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {
         }
         Ok(0)
     })
+}
+
+/// How the registration `v`, of a caller whose structure is `user_size`
+/// bytes, names its copy.
+fn register_tag(v: &SframeRegister, user_size: u32) -> Result<Tag, Failure> {
+    let tagged = v.flags & SFRAME_F_TAGGED != 0;
+    let by_tag = v.flags & SFRAME_F_BY_TAG != 0;
+    if !tagged && !by_tag {
+        return match v.tag {
+            0 => Ok(Tag::None),
+            _ => Err(bad_arg("tag without SFRAME_F_TAGGED or SFRAME_F_BY_TAG")),
+        };
+    }
+    if user_size < SFRAME_REGISTER_SIZE_VER1 {
+        return Err(bad_arg("tag flag in a structure without the tag"));
+    }
+    match (tagged, by_tag) {
+        (true, true) => Err(bad_arg("both SFRAME_F_TAGGED and SFRAME_F_BY_TAG")),
+        (false, _) if v.sframe_data != 0 => Err(bad_arg("bytes given with SFRAME_F_BY_TAG")),
+        (false, _) => Ok(Tag::Find(v.tag)),
+        (true, _) => Ok(Tag::File(v.tag)),
+    }
 }
 
 fn unregister(reg: &registry::Registry, arg: usize) -> Result<isize, Failure> {

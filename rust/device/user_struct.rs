@@ -70,6 +70,13 @@ pub(super) fn read_struct<T: FromBytes + AsBytes + Default>(
     })
 }
 
+impl<T> UserStruct<T> {
+    /// The size of the structure as the caller knows it.
+    pub(super) fn user_size(&self) -> u32 {
+        self.user_size
+    }
+}
+
 /// Writes `s.value` back, truncated to the caller's size (a longer caller
 /// structure has a zero tail, checked by [`read_struct`]).
 pub(super) fn write_struct<T: AsBytes>(s: &UserStruct<T>) -> Result {

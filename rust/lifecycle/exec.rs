@@ -34,6 +34,7 @@ use crate::{
         Failure,
         RegisterRequest,
         Registry, //
+        Tag,
     },
     uapi::{
         SFRAME_FAIL_FAULT,
@@ -92,6 +93,7 @@ fn register_object(
         text_start,
         text_end,
         flags: SFRAME_SECTION_EXEC,
+        tag: Tag::None,
         holder,
     };
     let texts = layout.text();

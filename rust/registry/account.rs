@@ -53,6 +53,9 @@ pub(super) struct UserAccount {
     pub(super) kept: AtomicU32,
     pub(super) kept_bytes: AtomicU64,
     pub(super) kept_reused: AtomicU64,
+    /// Registrations by tag of the user's copies since the account was
+    /// made.
+    pub(super) by_tag: AtomicU64,
     /// Sections registered and retired in the user's processes since load
     /// (or since the account was made), for the user's own figures.
     pub(super) registered: AtomicU64,
@@ -114,6 +117,7 @@ impl Writer<'_> {
                 kept: AtomicU32::new(0),
                 kept_bytes: AtomicU64::new(0),
                 kept_reused: AtomicU64::new(0),
+                by_tag: AtomicU64::new(0),
                 registered: AtomicU64::new(0),
                 unregistered: AtomicU64::new(0),
             },

@@ -6,7 +6,11 @@
 //!
 //! A copy is found by the keyed hash of its owner's UID and its bytes'
 //! length and ends ([`copy_key`]) in [`Registry::copies`](super::Registry);
-//! a comparison of the bytes decides.  A copy counts its users (sections)
+//! a comparison of the bytes decides.  A copy registered with a tag
+//! (`SFRAME_F_TAGGED`) is filed under the keyed hash of its owner's UID,
+//! its length and the tag instead ([`tag_key`]): found by the tag alone
+//! (`SFRAME_F_BY_TAG`), without the caller's bytes, or by the tag and a
+//! comparison of the bytes.  A copy counts its users (sections)
 //! under the registry lock; the last one leaving uncharges its bytes and
 //! keeps the copy for the next registration of the same bytes
 //! ([`super::kept`]) or removes it from the table; the memory goes when
@@ -75,6 +79,9 @@ pub(super) struct SectionCopy {
     /// Whether the copy is in [`Registry::copies`] (a rare key collision
     /// leaves it out: it is then not shared, nothing else changes).
     pub(super) indexed: bool,
+    /// The tag its owner filed it under ([`tag_key`]), if any.  A tagged
+    /// copy is found by its tag only, an untagged one by its bytes only.
+    pub(super) tag: Option<u64>,
     /// The user who registered the bytes, charged for them.
     pub(super) owner: Arc<UserAccount>,
     /// Sections using the copy; changed under the registry lock only.  A
@@ -174,6 +181,36 @@ fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> Result<usize, Fai
     })
 }
 
+/// The key of account `owner`'s copy of `len` bytes filed under `tag`:
+/// SipHash under the secret key of the three (24 bytes, where
+/// [`copy_key_with`] hashes 8 and then the bytes, so the two kinds of key
+/// meet only by chance).  The tag is the owner's to choose: a tag that
+/// names other bytes than the owner meant misleads only the owner's own
+/// walks, within its own limits, as registering those bytes would.
+fn tag_key(hash_key: &KeyedHash, owner: u32, len: usize, tag: u64) -> usize {
+    let mut input = [0u8; 24];
+    let (l, rest) = input.split_at_mut(8);
+    let (t, mark) = rest.split_at_mut(8);
+    l.copy_from_slice(&(len as u64).to_ne_bytes());
+    t.copy_from_slice(&tag.to_ne_bytes());
+    mark.copy_from_slice(b"sftag\0\0\0");
+    hash_key.hash(hash_key.seed(u64::from(owner)), &input) as usize
+}
+
+/// The key of account `owner`'s copy of `bytes`, filed under `tag` or by
+/// the bytes.
+fn key_of(
+    hash_key: &KeyedHash,
+    owner: u32,
+    bytes: &[u8],
+    tag: Option<u64>,
+) -> Result<usize, Failure> {
+    match tag {
+        Some(tag) => Ok(tag_key(hash_key, owner, bytes.len(), tag)),
+        None => copy_key(hash_key, owner, bytes),
+    }
+}
+
 /// `EFAULT` for section bytes that user memory does not give.
 pub(super) fn unreadable() -> Failure {
     Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section bytes unreadable")
@@ -259,16 +296,18 @@ fn validate(bytes: &[u8], sframe_addr: u64) -> Result<(CopyInfo, CopyIndex), Fai
 }
 
 impl Registry {
-    /// The copy of `bytes` for the caller's account (shared if it holds
-    /// identical bytes), its use counted.
+    /// The copy of `bytes` for the caller's account, filed under `tag` or
+    /// by the bytes (shared if it holds identical bytes filed the same
+    /// way), its use counted.
     pub(super) fn get_copy(
         &self,
         bytes: KVVec<u8>,
         sframe_addr: u64,
+        tag: Option<u64>,
     ) -> Result<Arc<SectionCopy>, Failure> {
         let owner = current_account();
-        let key = copy_key(&self.hash_key, owner, &bytes)?;
-        if let Some(c) = self.shared_copy(key, owner, &bytes) {
+        let key = key_of(&self.hash_key, owner, &bytes, tag)?;
+        if let Some(c) = self.shared_copy(key, owner, &bytes, tag) {
             return Ok(c);
         }
         let (info, index) = validate(&bytes, sframe_addr)?;
@@ -279,7 +318,7 @@ impl Registry {
         // leaves this copy out of the table, unshared.
         let mut tries = 0;
         loop {
-            if let Some(c) = self.shared_copy(key, owner, &bytes) {
+            if let Some(c) = self.shared_copy(key, owner, &bytes, tag) {
                 return Ok(c);
             }
             let mut w = self.writer();
@@ -291,17 +330,23 @@ impl Registry {
             };
             tries += 1;
             if !taken || tries > 2 {
-                return w.new_copy(bytes, index, key, owner, info);
+                return w.new_copy(bytes, index, (key, tag), owner, info);
             }
         }
     }
 
-    /// Account `owner`'s copy of `bytes` at `key` in the table, its use
-    /// counted.  The bytes are compared outside the lock (a copy's bytes
-    /// never change), with that owner's copy only; the lock counts the use
-    /// if the copy is still live.
-    fn shared_copy(&self, key: usize, owner: u32, bytes: &[u8]) -> Option<Arc<SectionCopy>> {
-        let c = self.copy_at(key, owner, bytes.len())?;
+    /// Account `owner`'s copy of `bytes` filed at `key` under `tag` (or
+    /// none) in the table, its use counted.  The bytes are compared
+    /// outside the lock (a copy's bytes never change), with that owner's
+    /// copy only; the lock counts the use if the copy is still live.
+    fn shared_copy(
+        &self,
+        key: usize,
+        owner: u32,
+        bytes: &[u8],
+        tag: Option<u64>,
+    ) -> Option<Arc<SectionCopy>> {
+        let c = self.copy_at(key, owner, bytes.len(), tag)?;
         if !same_bytes(&c.bytes, bytes) {
             return None;
         }
@@ -318,12 +363,16 @@ impl Registry {
         &self,
         addr: usize,
         len: usize,
+        tag: Option<u64>,
     ) -> Result<Option<Arc<SectionCopy>>, Failure> {
         let owner = current_account();
-        let key = copy_key_with(&self.hash_key, owner, len, |off, buf| {
-            read_user(addr, off, buf)
-        })?;
-        let Some(c) = self.copy_at(key, owner, len) else {
+        let key = match tag {
+            Some(tag) => tag_key(&self.hash_key, owner, len, tag),
+            None => copy_key_with(&self.hash_key, owner, len, |off, buf| {
+                read_user(addr, off, buf)
+            })?,
+        };
+        let Some(c) = self.copy_at(key, owner, len, tag) else {
             return Ok(None);
         };
         if !same_as_user(&c.bytes, addr)? {
@@ -332,13 +381,28 @@ impl Registry {
         Ok(self.use_copy(c))
     }
 
-    /// The copy at `key` in the table, if it is account `owner`'s and
-    /// `len` bytes long.
-    fn copy_at(&self, key: usize, owner: u32, len: usize) -> Option<Arc<SectionCopy>> {
+    /// The caller's account's copy of `len` bytes filed under `tag`, its
+    /// use counted, if it holds or keeps one: the bytes are not compared
+    /// (the tag is the caller's name for them).  O(log n).
+    pub(super) fn tagged_copy(&self, len: usize, tag: u64) -> Option<Arc<SectionCopy>> {
+        let owner = current_account();
+        let key = tag_key(&self.hash_key, owner, len, tag);
+        self.use_copy(self.copy_at(key, owner, len, Some(tag))?)
+    }
+
+    /// The copy at `key` in the table, if it is account `owner`'s, `len`
+    /// bytes long and filed under `tag` (or none).
+    fn copy_at(
+        &self,
+        key: usize,
+        owner: u32,
+        len: usize,
+        tag: Option<u64>,
+    ) -> Option<Arc<SectionCopy>> {
         let guard = rcu::Guard::new();
         self.copies
             .load(key, &guard)
-            .filter(|c| c.owner.id == owner && c.bytes.len() == len)
+            .filter(|c| c.owner.id == owner && c.bytes.len() == len && c.tag == tag)
             .cloned()
     }
 
@@ -361,7 +425,7 @@ impl Registry {
     /// bytes were validated and indexed when `old` was made; they and the
     /// index are copied outside the lock.
     pub(super) fn revive(&self, old: &SectionCopy) -> Result<Arc<SectionCopy>, Failure> {
-        if let Some(c) = self.shared_copy(old.key, old.owner.id, &old.bytes) {
+        if let Some(c) = self.shared_copy(old.key, old.owner.id, &old.bytes, old.tag) {
             return Ok(c);
         }
         let mut bytes = KVVec::new();
@@ -370,20 +434,20 @@ impl Registry {
             .map_err(|_| FAIL_MEM)?;
         let index = old.index.try_clone().map_err(index_failure)?;
         self.writer()
-            .new_copy(bytes, index, old.key, old.owner.id, old.info)
+            .new_copy(bytes, index, (old.key, old.tag), old.owner.id, old.info)
     }
 }
 
 impl Writer<'_> {
     /// A new copy of validated `bytes` and their `index` for account
-    /// `owner`, in the table under `key` unless that key is taken, its use
-    /// counted, charged (bytes and index) to the owner's and the module's
-    /// byte limits.
+    /// `owner`, filed under `tag` (or none) in the table under `key` unless
+    /// that key is taken, its use counted, charged (bytes and index) to the
+    /// owner's and the module's byte limits.
     fn new_copy(
         &mut self,
         bytes: KVVec<u8>,
         index: CopyIndex,
-        key: usize,
+        (key, tag): (usize, Option<u64>),
         owner: u32,
         info: CopyInfo,
     ) -> Result<Arc<SectionCopy>, Failure> {
@@ -416,6 +480,7 @@ impl Writer<'_> {
                 index,
                 key,
                 indexed,
+                tag,
                 owner: owner.clone(),
                 users: AtomicU32::new(1),
                 info,

@@ -37,6 +37,8 @@ pub(super) struct Counters {
     pub(super) kept_copies: AtomicU64,
     pub(super) kept_bytes: AtomicU64,
     pub(super) kept_reused: AtomicU64,
+    /// Registrations made by tag (`SFRAME_F_BY_TAG`) since load.
+    pub(super) by_tag: AtomicU64,
     failures: [AtomicU64; SFRAME_FAIL_COUNT],
 }
 
@@ -50,6 +52,7 @@ pub(super) static COUNTERS: Counters = Counters {
     kept_copies: AtomicU64::new(0),
     kept_bytes: AtomicU64::new(0),
     kept_reused: AtomicU64::new(0),
+    by_tag: AtomicU64::new(0),
     failures: [const { AtomicU64::new(0) }; SFRAME_FAIL_COUNT],
 };
 
@@ -68,6 +71,7 @@ pub(crate) fn fill_stats(s: &mut SframeStats) {
     s.kept_copies = c.kept_copies.load(Ordering::Relaxed);
     s.kept_bytes = c.kept_bytes.load(Ordering::Relaxed);
     s.kept_reused = c.kept_reused.load(Ordering::Relaxed);
+    s.by_tag = c.by_tag.load(Ordering::Relaxed);
     for (out, f) in s.failures.iter_mut().zip(c.failures.iter()) {
         *out = f.load(Ordering::Relaxed);
     }
@@ -89,6 +93,7 @@ pub(crate) fn fill_own_stats(s: &mut SframeStats, id: u32) {
     s.kept_copies = u64::from(a.kept.load(Ordering::Relaxed));
     s.kept_bytes = a.kept_bytes.load(Ordering::Relaxed);
     s.kept_reused = a.kept_reused.load(Ordering::Relaxed);
+    s.by_tag = a.by_tag.load(Ordering::Relaxed);
 }
 
 /// A failed request: the errno, the `SFRAME_FAIL_*` counter, and the reason

@@ -97,7 +97,10 @@ pub(crate) use maintenance::{
     torn_down,
     unmapped, //
 };
-pub(crate) use register::RegisterRequest;
+pub(crate) use register::{
+    RegisterRequest,
+    Tag, //
+};
 pub(crate) use unregister::Which;
 
 use crate::abstractions::{

@@ -51,6 +51,19 @@ use kernel::{
     },
 };
 
+/// How a registration names its copy ([`crate::uapi::SFRAME_F_TAGGED`],
+/// [`crate::uapi::SFRAME_F_BY_TAG`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Tag {
+    /// By its bytes, given.
+    None,
+    /// By the tag, the bytes given: compared with the copy filed under
+    /// the tag, or validated as a new copy filed under it.
+    File(u64),
+    /// By the tag alone: the copy filed under it, no bytes given.
+    Find(u64),
+}
+
 /// A registration request, read from user space.
 pub(crate) struct RegisterRequest {
     pub(crate) sframe_data: u64,
@@ -60,6 +73,8 @@ pub(crate) struct RegisterRequest {
     pub(crate) text_end: u64,
     /// `SFRAME_SECTION_*` for `list`: zero for the ioctl.
     pub(crate) flags: u32,
+    /// How the copy is named.
+    pub(crate) tag: Tag,
     /// The account of the process the section is for, which holds it:
     /// the caller's for its own process, the target's otherwise.
     pub(crate) holder: u32,
@@ -124,17 +139,23 @@ fn overlap_failure(existing: Option<&Section>, req: &RegisterRequest) -> Failure
 }
 
 impl Registry {
-    /// Registers `req` for `mm`, its bytes read from the caller's memory;
-    /// returns the handle.  Bytes the caller's account holds a copy of are
+    /// Registers `req` for `mm`, its bytes read from the caller's memory
+    /// (or, by tag, the caller's account's copy filed under it); returns
+    /// the handle.  Bytes the caller's account holds a copy of are
     /// compared where they are, not copied.
     pub(crate) fn register(&self, mm: &MmWithUser, req: &RegisterRequest) -> Result<u64, Failure> {
         let len = self.check_request(req)?;
+        let tag = match req.tag {
+            Tag::Find(tag) => return self.register_by_tag(mm, req, len, tag),
+            Tag::File(tag) => Some(tag),
+            Tag::None => None,
+        };
         let addr = usize::try_from(req.sframe_data)
             .map_err(|_| Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section pointer out of range"))?;
         // What exited just before counts no more (bounded: nobody pays for
         // a storm of other processes' exits).
         self.maintain(WRITER_MAINTENANCE);
-        if let Some(copy) = self.shared_copy_from_user(addr, len)? {
+        if let Some(copy) = self.shared_copy_from_user(addr, len, tag)? {
             return self.insert_copy(mm, req, copy);
         }
         let mut bytes = KVVec::new();
@@ -143,6 +164,27 @@ impl Registry {
             .read_all(&mut bytes, GFP_KERNEL_ACCOUNT)
             .map_err(|e| if e == EFAULT { unreadable() } else { FAIL_MEM })?;
         self.register_read(mm, req, bytes)
+    }
+
+    /// Registers `req` for `mm` with the copy of `len` bytes the caller's
+    /// account filed under `tag`: `ENOENT` (counted, not logged: the
+    /// caller then gives the bytes) if it holds or keeps none.
+    fn register_by_tag(
+        &self,
+        mm: &MmWithUser,
+        req: &RegisterRequest,
+        len: usize,
+        tag: u64,
+    ) -> Result<u64, Failure> {
+        self.maintain(WRITER_MAINTENANCE);
+        let copy = self.tagged_copy(len, tag).ok_or_else(|| {
+            Failure::new(ENOENT, SFRAME_FAIL_NOT_FOUND, "no copy under that tag").quiet()
+        })?;
+        let owner = copy.owner.clone();
+        let handle = self.insert_copy(mm, req, copy)?;
+        COUNTERS.by_tag.fetch_add(1, Ordering::Relaxed);
+        owner.by_tag.fetch_add(1, Ordering::Relaxed);
+        Ok(handle)
     }
 
     /// Registers `req` for `mm` with the section's `bytes`, read by the
@@ -174,7 +216,11 @@ impl Registry {
         bytes: KVVec<u8>,
     ) -> Result<u64, Failure> {
         text_range(req)?;
-        let copy = self.get_copy(bytes, req.sframe_addr)?;
+        let tag = match req.tag {
+            Tag::File(tag) | Tag::Find(tag) => Some(tag),
+            Tag::None => None,
+        };
+        let copy = self.get_copy(bytes, req.sframe_addr, tag)?;
         self.insert_copy(mm, req, copy)
     }
 

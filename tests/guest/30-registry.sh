@@ -29,6 +29,7 @@ check_show "another process through /proc/PID/mem or auxv (own, child, root's, e
 check_show "the same section in 100 processes is held once" "$R" share 100
 check_show "a copy whose last user went is kept, and taken back by the next registration" "$R" kept
 check "bytes that differ from a held or kept copy only in their middle are compared, not shared" "$R" middle
+check_show "registration by tag: found without the bytes, by its user only" "$R" tag
 check "as an unprivileged user" setpriv --reuid=65534 --regid=65534 --clear-groups "$R" self
 if stress; then
 	check_show "8 threads for 30 s" "$R" threads 30

@@ -1230,6 +1230,104 @@ static int case_middle(void)
 }
 
 /*
+ * Registers O's text with LEN bytes at DATA (NULL: none) and FLAGS
+ * (SFRAME_F_TAGGED, SFRAME_F_BY_TAG) naming them TAG; the structure SIZE
+ * bytes long (0: the whole).  Returns 0 or -errno.
+ */
+static int reg_tag(const struct object *o, const void *data, uint64_t len, uint32_t flags,
+		   uint64_t tag, uint32_t size, uint64_t *handle)
+{
+	struct sframe_register r = {
+		.size = size ? size : sizeof(r),
+		.flags = flags,
+		.sframe_data = (uintptr_t)data,
+		.sframe_len = len,
+		.sframe_addr = o->sframe,
+		.text_start = o->text,
+		.text_end = o->text_end,
+		.tag = size && size < SFRAME_REGISTER_SIZE_VER1 ? 0 : tag,
+	};
+
+	if (ioctl(dev, SFRAME_IOC_REGISTER, &r))
+		return -errno;
+	if (handle)
+		*handle = r.handle;
+	return 0;
+}
+
+/*
+ * Registration by tag: bytes registered SFRAME_F_TAGGED are found again
+ * by the tag alone (SFRAME_F_BY_TAG), without the bytes, while the account
+ * holds or keeps their copy; an unknown tag, another length and another
+ * user's tag are ENOENT; other bytes under the tag are compared, not
+ * shared; bad combinations of flags and fields are EINVAL.
+ */
+static int case_tag(void)
+{
+	struct object o = self();
+	const void *bytes = (const void *)(uintptr_t)o.sframe;
+	uint64_t len = o.sframe_len, tag = 0x7a67000000000000ULL ^ (uint64_t)getpid(), h;
+	struct sframe_version v = { .size = sizeof(v) };
+	struct sframe_section_info info[MAX_LIST];
+	struct sframe_stats s0, s1, s2;
+	int status, n;
+	uint32_t bad = 0xffffffff;
+	uint8_t *m;
+	pid_t pid;
+
+	check(!ioctl(dev, SFRAME_IOC_VERSION, &v) && (v.features & SFRAME_FEAT_TAG),
+	      "SFRAME_FEAT_TAG not reported");
+	expect(reg_tag(&o, NULL, len, SFRAME_F_TAGGED | SFRAME_F_BY_TAG, tag, 0, NULL), -EINVAL,
+	       "both tag flags");
+	expect(reg_tag(&o, bytes, len, SFRAME_F_BY_TAG, tag, 0, NULL), -EINVAL,
+	       "bytes given with SFRAME_F_BY_TAG");
+	expect(reg_tag(&o, bytes, len, 0, tag, 0, NULL), -EINVAL, "a tag without a tag flag");
+	expect(reg_tag(&o, bytes, len, SFRAME_F_TAGGED, tag, SFRAME_REGISTER_SIZE_VER0, NULL),
+	       -EINVAL, "a tag flag in a structure without the tag");
+	s0 = stats();
+	expect(reg_tag(&o, NULL, len, SFRAME_F_BY_TAG, tag, 0, NULL), -ENOENT,
+	       "by a tag nothing was filed under");
+	expect(reg_tag(&o, bytes, len, SFRAME_F_TAGGED, tag, 0, &h), 0, "register tagged");
+	/* Found while held: the text is registered already. */
+	expect(reg_tag(&o, NULL, len, SFRAME_F_BY_TAG, tag, 0, NULL), -EEXIST,
+	       "by tag, the copy held and its text registered");
+	expect(unreg_handle(-1, h), 0, "unregister");
+	expect(reg_tag(&o, NULL, len + 8, SFRAME_F_BY_TAG, tag, 0, NULL), -ENOENT,
+	       "by the tag with another length");
+	expect(reg_tag(&o, NULL, len, SFRAME_F_BY_TAG, tag + 1, 0, NULL), -ENOENT, "by another tag");
+	/* Another user's registrations do not see the tag. */
+	pid = fork();
+	check(pid >= 0, "fork");
+	if (pid == 0) {
+		check(!setresgid(60009, 60009, 60009) && !setresuid(60009, 60009, 60009), "setresuid");
+		_exit(reg_tag(&o, NULL, len, SFRAME_F_BY_TAG, tag, 0, NULL) == -ENOENT ? 0 : 1);
+	}
+	check(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && !WEXITSTATUS(status),
+	      "another user found the copy by this user's tag");
+	s1 = stats();
+	expect(reg_tag(&o, NULL, len, SFRAME_F_BY_TAG, tag, 0, &h), 0, "by tag, the copy kept");
+	n = list_pid(-1, info);
+	check(n == 1 && info[0].text_start == o.text && info[0].sframe_len == len &&
+	      info[0].sframe_addr == o.sframe, "LIST after the registration by tag: %d sections", n);
+	s2 = stats();
+	printf("by tag: +%llu registrations by tag, +%llu kept copies taken back; %llu not found\n",
+	       U(s2.by_tag - s1.by_tag), U(s2.kept_reused - s1.kept_reused),
+	       U(s1.failures[SFRAME_FAIL_NOT_FOUND] - s0.failures[SFRAME_FAIL_NOT_FOUND]));
+	check(s2.by_tag == s1.by_tag + 1, "STATS by_tag not counted");
+	check(s2.kept_reused == s1.kept_reused + 1, "the kept copy was not taken back");
+	expect(unreg_handle(-1, h), 0, "unregister");
+	/* Other bytes of the same length under the tag: compared, validated. */
+	m = malloc(len);
+	check(m != NULL, "malloc");
+	memcpy(m, bytes, len);
+	memcpy(m + 8, &bad, 4);	/* num_fdes */
+	expect(reg_tag(&o, m, len, SFRAME_F_TAGGED, tag, 0, NULL), -EINVAL,
+	       "other bytes under the tag are compared and validated, not shared");
+	free(m);
+	return 0;
+}
+
+/*
  * Loaded with a quarter of max_kept_bytes holding one copy, as a user
  * without CAP_PERFMON (STATS then gives the caller's own account): a
  * second copy kept pushes the first out, and the user's only kept copy
@@ -1451,6 +1549,8 @@ int main(int argc, char **argv)
 		return case_kept();
 	if (!strcmp(what, "middle"))
 		return case_middle();
+	if (!strcmp(what, "tag"))
+		return case_tag();
 	if (!strcmp(what, "kept-one"))
 		return case_kept_one();
 	if (!strcmp(what, "kept-bound"))

@@ -92,6 +92,9 @@ pub const SFRAME_FEAT_V3: u64 = 1 << 1;
 /// `SFRAME_IOC_STATS` says whose figures it gives
 /// ([`SframeStats::scope`]), and gives an unprivileged caller its own only.
 pub const SFRAME_FEAT_STATS_SCOPE: u64 = 1 << 2;
+/// [`SFRAME_IOC_REGISTER`] takes [`SFRAME_F_TAGGED`] and
+/// [`SFRAME_F_BY_TAG`] ([`SframeRegister::tag`]).
+pub const SFRAME_FEAT_TAG: u64 = 1 << 3;
 
 /// `flags` bit: a pidfd in the `pidfd` field names the target process.  Not
 /// supported: refused with `EOPNOTSUPP` (use [`SFRAME_F_PROCFD`]).
@@ -103,6 +106,16 @@ pub const SFRAME_F_BY_ADDR: u32 = 1 << 1;
 /// [`SFRAME_IOC_LIST`], also `/proc/PID/auxv`) naming the target process
 /// (default: the caller).
 pub const SFRAME_F_PROCFD: u32 = 1 << 2;
+/// [`SframeRegister`] `flags` bit: the bytes are given as usual, and the
+/// caller's account files their copy under [`SframeRegister::tag`], for
+/// later registrations of the same bytes [`SFRAME_F_BY_TAG`].
+pub const SFRAME_F_TAGGED: u32 = 1 << 3;
+/// [`SframeRegister`] `flags` bit: no bytes (`sframe_data` zero): the
+/// section is the copy of `sframe_len` bytes that the caller's account
+/// filed under [`SframeRegister::tag`] ([`SFRAME_F_TAGGED`]) and still
+/// holds or keeps; `ENOENT` if there is none, and the caller then gives
+/// the bytes.
+pub const SFRAME_F_BY_TAG: u32 = 1 << 4;
 
 /// Argument of [`SFRAME_IOC_REGISTER`]: one SFrame section for one text range.
 #[repr(C)]
@@ -110,13 +123,15 @@ pub const SFRAME_F_PROCFD: u32 = 1 << 2;
 pub struct SframeRegister {
     /// In: `size_of::<SframeRegister>()` as the caller knows it.
     pub size: u32,
-    /// In: `SFRAME_F_PROCFD` or zero.
+    /// In: `SFRAME_F_PROCFD`, at most one of `SFRAME_F_TAGGED` and
+    /// `SFRAME_F_BY_TAG`, or zero.
     pub flags: u32,
     /// In, with `SFRAME_F_PROCFD`: the target's `/proc/PID/mem` descriptor.
     pub pidfd: i32,
     /// Reserved, must be zero.
     pub reserved: u32,
-    /// In: address of the SFrame bytes in the caller's memory.
+    /// In: address of the SFrame bytes in the caller's memory (zero with
+    /// `SFRAME_F_BY_TAG`).
     pub sframe_data: u64,
     /// In: their length.
     pub sframe_len: u64,
@@ -129,10 +144,17 @@ pub struct SframeRegister {
     pub text_end: u64,
     /// Out: the handle that names this registration.
     pub handle: u64,
+    /// Since [`SFRAME_REGISTER_SIZE_VER1`], in, with `SFRAME_F_TAGGED` or
+    /// `SFRAME_F_BY_TAG`: the caller's name for the bytes (a digest of
+    /// them, say).  Tags are the caller's account's own: nobody else's
+    /// registration finds its copies by them.
+    pub tag: u64,
 }
 
 /// Size of the first published [`SframeRegister`].
 pub const SFRAME_REGISTER_SIZE_VER0: u32 = 64;
+/// Size of [`SframeRegister`] with [`SframeRegister::tag`].
+pub const SFRAME_REGISTER_SIZE_VER1: u32 = SFRAME_REGISTER_SIZE_VER0 + 8;
 
 /// Argument of [`SFRAME_IOC_UNREGISTER`].
 #[repr(C)]
@@ -255,6 +277,9 @@ pub struct SframeStats {
     /// Registrations that took a kept copy back, since load (not
     /// validated again).
     pub kept_reused: u64,
+    /// Since [`SFRAME_STATS_SIZE_VER2`]: registrations made by tag
+    /// ([`SFRAME_F_BY_TAG`]), since load.
+    pub by_tag: u64,
 }
 
 /// [`SframeStats::scope`]: every user's figures.
@@ -266,6 +291,8 @@ pub const SFRAME_STATS_SCOPE_OWN: u32 = 2;
 pub const SFRAME_STATS_SIZE_VER0: u32 = 56 + 8 * 16 + 8 * 24;
 /// Size of [`SframeStats`] with the kept copies' figures.
 pub const SFRAME_STATS_SIZE_VER1: u32 = SFRAME_STATS_SIZE_VER0 + 24;
+/// Size of [`SframeStats`] with [`SframeStats::by_tag`].
+pub const SFRAME_STATS_SIZE_VER2: u32 = SFRAME_STATS_SIZE_VER1 + 8;
 
 /// `failures[]` index: the SFrame bytes did not validate (`EINVAL`).
 pub const SFRAME_FAIL_FORMAT: usize = 0;
@@ -433,7 +460,7 @@ plain_structs! {
     }
     SframeRegister(SFRAME_REGISTER_SIZE_VER0) {
         size, flags, pidfd, reserved, sframe_data, sframe_len, sframe_addr, text_start,
-        text_end, handle,
+        text_end, handle, tag,
     }
     SframeUnregister(SFRAME_UNREGISTER_SIZE_VER0) {
         size, flags, pidfd, reserved, handle, addr,
@@ -447,7 +474,7 @@ plain_structs! {
     }
     SframeStats(SFRAME_STATS_SIZE_VER0) {
         size, scope, sections, copies, bytes, mms, registered, unregistered, failures, unwind,
-        kept_copies, kept_bytes, kept_reused,
+        kept_copies, kept_bytes, kept_reused, by_tag,
     }
     SframeControl(SFRAME_CONTROL_SIZE_VER0) {
         size, mask, value, reserved,

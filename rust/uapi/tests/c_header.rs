@@ -43,7 +43,8 @@ fn rust_values() -> Vec<(String, u64)> {
             sframe_addr,
             text_start,
             text_end,
-            handle
+            handle,
+            tag
         ]
     );
     layout!(
@@ -93,6 +94,7 @@ fn rust_values() -> Vec<(String, u64)> {
             kept_copies,
             kept_bytes,
             kept_reused,
+            by_tag,
         ]
     );
     layout!(
@@ -126,10 +128,16 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_LIST_SIZE_VER0", SFRAME_LIST_SIZE_VER0.into()),
         ("SFRAME_STATS_SIZE_VER0", SFRAME_STATS_SIZE_VER0.into()),
         ("SFRAME_STATS_SIZE_VER1", SFRAME_STATS_SIZE_VER1.into()),
+        ("SFRAME_STATS_SIZE_VER2", SFRAME_STATS_SIZE_VER2.into()),
+        (
+            "SFRAME_REGISTER_SIZE_VER1",
+            SFRAME_REGISTER_SIZE_VER1.into(),
+        ),
         ("SFRAME_CONTROL_SIZE_VER0", SFRAME_CONTROL_SIZE_VER0.into()),
         ("SFRAME_FEAT_V2", SFRAME_FEAT_V2),
         ("SFRAME_FEAT_V3", SFRAME_FEAT_V3),
         ("SFRAME_FEAT_STATS_SCOPE", SFRAME_FEAT_STATS_SCOPE),
+        ("SFRAME_FEAT_TAG", SFRAME_FEAT_TAG),
         (
             "SFRAME_STATS_SCOPE_MODULE",
             SFRAME_STATS_SCOPE_MODULE.into(),
@@ -138,6 +146,8 @@ fn rust_values() -> Vec<(String, u64)> {
         ("SFRAME_F_PIDFD", SFRAME_F_PIDFD.into()),
         ("SFRAME_F_BY_ADDR", SFRAME_F_BY_ADDR.into()),
         ("SFRAME_F_PROCFD", SFRAME_F_PROCFD.into()),
+        ("SFRAME_F_TAGGED", SFRAME_F_TAGGED.into()),
+        ("SFRAME_F_BY_TAG", SFRAME_F_BY_TAG.into()),
         ("SFRAME_CTL_HOOK_SAMPLE", SFRAME_CTL_HOOK_SAMPLE.into()),
         ("SFRAME_CTL_HOOK_DEFERRED", SFRAME_CTL_HOOK_DEFERRED.into()),
         ("SFRAME_CTL_EXEC", SFRAME_CTL_EXEC.into()),
@@ -292,7 +302,7 @@ fn version_0_sizes_are_the_struct_sizes() {
     );
     assert_eq!(
         core::mem::size_of::<SframeRegister>() as u32,
-        SFRAME_REGISTER_SIZE_VER0
+        SFRAME_REGISTER_SIZE_VER1
     );
     assert_eq!(
         core::mem::size_of::<SframeUnregister>() as u32,
@@ -308,7 +318,7 @@ fn version_0_sizes_are_the_struct_sizes() {
     );
     assert_eq!(
         core::mem::size_of::<SframeStats>() as u32,
-        SFRAME_STATS_SIZE_VER1
+        SFRAME_STATS_SIZE_VER2
     );
     assert_eq!(
         core::mem::size_of::<SframeControl>() as u32,
