@@ -186,6 +186,8 @@ fn print_stats(out: &mut impl Write, s: &SframeStats) -> Result<()> {
     writeln!(out, "kept copies: {}", s.kept_copies)?;
     writeln!(out, "kept bytes: {}", s.kept_bytes)?;
     writeln!(out, "kept copies taken back: {}", s.kept_reused)?;
+    // Zero from a module without registration by tag.
+    writeln!(out, "registered by tag: {}", s.by_tag)?;
     if own {
         return Ok(());
     }
