@@ -100,10 +100,24 @@ cold_then_warm() {
 	echo "$cold" | grep 'PT_GNU_SFRAME'
 	echo "$warm" | grep 'PT_GNU_SFRAME'
 	echo "$cold" | grep -q "$LIBC: no PT_GNU_SFRAME: section generated, cached" &&
-		echo "$warm" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the cache" &&
+		echo "$warm" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the cache ([0-9]* bytes), by tag: the module holds it" &&
 		[ "$(echo "$warm" | grep -c ': registered text')" -ge 3 ]
 }
-check_show "cold cache: libc generated and stored; warm: read from the cache" cold_then_warm
+check_show "cold cache: libc generated and stored; warm: registered by tag, unread" cold_then_warm
+# A module loaded again holds no copy: the first start reads the cached
+# section and gives it (filed under its tag), the next registers by tag.
+reload_then_tag() {
+	local first second
+	rmmod sframe_unwind && insmod "$SFRAME_KO" || return 1
+	first=$(audit_log)
+	second=$(audit_log)
+	echo "$first" | grep "$LIBC"
+	echo "$first" | grep -q "$LIBC: no PT_GNU_SFRAME: section in the cache: the module holds no copy by its tag" &&
+		echo "$first" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the cache ([0-9]* bytes)$" &&
+		echo "$second" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the cache ([0-9]* bytes), by tag" &&
+		"$CTL" status | grep -q '^registered by tag: [1-9]'
+}
+check_show "module reloaded: the cached section given once, then registered by tag" reload_then_tag
 check "cache directory is mode 0700" test "$(stat -c %a "$CACHE")" = 700
 check "cache files are named by build-id" sh -c "ls '$CACHE' | grep -q '^b-[0-9a-f]*\.sframe$'"
 

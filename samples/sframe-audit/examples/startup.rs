@@ -46,6 +46,10 @@ impl Registry for Sink {
         self.bytes.set(self.bytes.get() + len);
         Ok(n)
     }
+
+    fn unregister(&self, _handle: u64) -> io::Result<()> {
+        Ok(())
+    }
 }
 
 /// The measured part (`--toggle-collect='startup::replay'`).

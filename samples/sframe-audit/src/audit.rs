@@ -32,6 +32,7 @@ use crate::cache::Cache;
 use crate::cache::CacheDir;
 use crate::device::Device;
 use crate::device::Registration;
+use crate::device::Tag;
 use crate::device::Unregister;
 use crate::generated;
 use crate::generated::Source;
@@ -45,6 +46,7 @@ use core::ffi::c_long;
 use core::ffi::c_uint;
 use core::ffi::c_void;
 use core::ffi::CStr;
+use sframe_uapi::SFRAME_FEAT_TAG;
 use std::fmt::Write as _;
 use std::io;
 use std::panic::catch_unwind;
@@ -86,6 +88,10 @@ const DEVICE_READY: u8 = 1;
 const DEVICE_OFF: u8 = 2;
 
 static DEBUG: AtomicBool = AtomicBool::new(false);
+
+/// Whether the module registers by tag (`SFRAME_FEAT_TAG`), decided with
+/// the device.
+static TAGS: AtomicBool = AtomicBool::new(false);
 
 /// What to do for objects without `PT_GNU_SFRAME` (`SFRAME_AUDIT_SYNTH`).
 static SYNTH: AtomicU8 = AtomicU8::new(SYNTH_CACHED);
@@ -193,6 +199,7 @@ fn device() -> Option<Device> {
     let opened = Device::open().and_then(|dev| {
         if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_UNKNOWN {
             let v = dev.check_version()?;
+            TAGS.store(v.features & SFRAME_FEAT_TAG != 0, Ordering::Relaxed);
             debug!(
                 "/dev/sframe: ABI {}, module {}.{}.{}",
                 v.abi_version,
@@ -362,11 +369,18 @@ fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_lon
 pub trait Registry {
     /// Registers one text range; returns the handle.
     fn register(&self, reg: &Registration) -> io::Result<u64>;
+
+    /// Removes the registration `handle` names.
+    fn unregister(&self, handle: u64) -> io::Result<()>;
 }
 
 impl Registry for Device {
     fn register(&self, reg: &Registration) -> io::Result<u64> {
         Device::register(self, reg, None)
+    }
+
+    fn unregister(&self, handle: u64) -> io::Result<()> {
+        Device::unregister(self, Unregister::Handle(handle), None)
     }
 }
 
@@ -379,6 +393,12 @@ fn register_object_in(
     layout: &Layout,
     lmid: c_long,
 ) -> usize {
+    let tags = TAGS.load(Ordering::Relaxed);
+    if layout.sframe.is_none() && tags {
+        if let Some(cookie) = register_cached_by_tag(dev, name, path, layout, lmid) {
+            return cookie;
+        }
+    }
     // The object's own section, mapped with it (the same bytes at the same
     // address), or one generated from its `.eh_frame`, in our memory, kept
     // for the calls (the module copies it).
@@ -389,16 +409,36 @@ fn register_object_in(
             None => return 0,
         },
     };
-    let (data, sframe_addr) = match (&layout.sframe, &held) {
-        (Some(sframe), _) => (sframe.clone(), sframe.start),
+    let section = match (&layout.sframe, &held) {
+        (Some(sframe), _) => Section {
+            data: sframe.clone(),
+            sframe_addr: sframe.start,
+            tag: Tag::None,
+        },
         (None, Some(held)) => {
             let start = held.section.as_ptr() as u64;
             let len = held.section.len() as u64;
-            (start..start + len, layout.bias.wrapping_add(held.base))
+            // A section the caches hold is filed under its digest, which
+            // the next start reads from the cache file's header to
+            // register it by tag.
+            let cached = matches!(
+                held.source,
+                Source::Cache | Source::SystemCache | Source::Stored
+            );
+            Section {
+                data: start..start + len,
+                sframe_addr: layout.bias.wrapping_add(held.base),
+                tag: if tags && cached {
+                    Tag::File(held.digest)
+                } else {
+                    Tag::None
+                },
+            }
         }
         (None, None) => return 0,
     };
-    let cookie = register_texts(dev, name, layout, lmid, data, sframe_addr);
+    // Only a registration by tag is ever not held.
+    let cookie = register_texts(dev, name, layout, lmid, &section).unwrap_or(0);
     if held.is_some_and(|held| !matches!(held.source, Source::Cache | Source::SystemCache)) {
         // The section is freed; so is what the generator used, which
         // malloc keeps in our heap unless asked to give it back.
@@ -408,28 +448,47 @@ fn register_object_in(
     cookie
 }
 
-/// Registers `data`, the section the object `layout` describes maps at
-/// `sframe_addr`, for each of its text segments; returns the cookie for
-/// [`la_objclose`] (0: none).  `name` and `lmid` are for messages.
+/// The section of one object as registered for each of its texts.
+struct Section {
+    /// Its bytes, in our memory (by tag: `0..len`).
+    data: core::ops::Range<u64>,
+    /// The address the object maps them at.
+    sframe_addr: u64,
+    tag: Tag,
+}
+
+/// A registration by tag found no copy under the tag: the section's bytes
+/// are to be given.
+struct NotHeld;
+
+/// Registers `section`, of the object `layout` describes, for each of its
+/// text segments; returns the cookie for [`la_objclose`] (0: none).
+/// `name` and `lmid` are for messages.  By tag, `NotHeld` if the module
+/// has no copy under it (nothing left registered).
 fn register_texts(
     dev: &impl Registry,
     name: &str,
     layout: &Layout,
     lmid: c_long,
-    data: core::ops::Range<u64>,
-    sframe_addr: u64,
-) -> usize {
+    section: &Section,
+) -> Result<usize, NotHeld> {
     let mut registered = Registered {
         // SAFETY: getpid() has no preconditions.
         pid: unsafe { libc::getpid() },
         handles: [(0, 0); MAX_TEXT],
         len: 0,
     };
+    let Section {
+        data,
+        sframe_addr,
+        tag,
+    } = section;
     for text in layout.text() {
         let reg = Registration {
             data: data.clone(),
-            sframe_addr,
+            sframe_addr: *sframe_addr,
             text: text.clone(),
+            tag: *tag,
         };
         match dev.register(&reg) {
             Ok(handle) => {
@@ -454,6 +513,14 @@ fn register_texts(
                     text.start, text.end
                 );
             }
+            // No copy under the tag (a first start since the module was
+            // loaded, or its kept copy let go): none of the texts.
+            Err(err) if matches!(tag, Tag::Find(_)) && err.raw_os_error() == Some(libc::ENOENT) => {
+                for &(handle, _) in registered.handles.get(..registered.len).unwrap_or_default() {
+                    let _ = dev.unregister(handle);
+                }
+                return Err(NotHeld);
+            }
             Err(err) => {
                 debug!(
                     "{name}: register text {:#x}-{:#x}: {err}",
@@ -467,9 +534,54 @@ fn register_texts(
         }
     }
     if registered.len == 0 {
-        return 0;
+        return Ok(0);
     }
-    Box::into_raw(Box::new(registered)) as usize
+    Ok(Box::into_raw(Box::new(registered)) as usize)
+}
+
+/// Registers the section the caches hold for the object `layout`
+/// describes by its tag, the digest its cache file's header records,
+/// without reading it: `Some(cookie)` if the module holds our copy of it
+/// (left by this program's last start, or by another program that loads
+/// the same object); `None` if no cache or the module has none, and the
+/// section is then read (or generated) and given.
+fn register_cached_by_tag(
+    dev: &impl Registry,
+    name: &str,
+    path: Option<&CStr>,
+    layout: &Layout,
+    lmid: c_long,
+) -> Option<usize> {
+    let (system, user) = open_caches()?;
+    let caches = generated::Caches {
+        system: system.as_ref(),
+        user: user.as_ref(),
+    };
+    let (stamp, source) = generated::cached_stamp(&OwnMemory, layout, path, caches)?;
+    let section = Section {
+        data: 0..stamp.len as u64,
+        sframe_addr: layout.bias.wrapping_add(stamp.base),
+        tag: Tag::Find(stamp.digest),
+    };
+    let from = match source {
+        Source::SystemCache => "the system cache",
+        _ => "the cache",
+    };
+    match register_texts(dev, name, layout, lmid, &section) {
+        Ok(cookie) => {
+            debug!(
+                "{name}: no PT_GNU_SFRAME: section from {from} ({} bytes), by tag: the module holds it",
+                stamp.len
+            );
+            Some(cookie)
+        }
+        Err(NotHeld) => {
+            debug!(
+                "{name}: no PT_GNU_SFRAME: section in {from}: the module holds no copy by its tag"
+            );
+            None
+        }
+    }
 }
 
 /// An object of the audit library's own namespace, as `dl_iterate_phdr()`
@@ -567,29 +679,7 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 /// `layout` describes, through the cache unless that is off; `None` (and a
 /// debug message) if it has none or generation is off.
 fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Held> {
-    let (system, cache) = if SYNTH.load(Ordering::Relaxed) == SYNTH_CACHED {
-        (
-            // Absent until the system's libraries are cached: no message.
-            open_cache(
-                &SYSTEM_CACHE_DIR,
-                CacheDir::system,
-                CacheDir::open_shared,
-                true,
-                "system cache",
-                "not used",
-            ),
-            open_cache(
-                &CACHE_DIR,
-                CacheDir::from_env,
-                CacheDir::create_and_open,
-                false,
-                "cache",
-                "not caching",
-            ),
-        )
-    } else {
-        (None, None)
-    };
+    let (system, cache) = open_caches().unwrap_or((None, None));
     let caches = generated::Caches {
         system: system.as_ref(),
         user: cache.as_ref(),
@@ -604,6 +694,33 @@ fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<genera
             None
         }
     }
+}
+
+/// The system's cache and the user's, each opened for one object (or
+/// `None`); `None` if the caches are off (`SFRAME_AUDIT_SYNTH`).
+fn open_caches() -> Option<(Option<Cache>, Option<Cache>)> {
+    if SYNTH.load(Ordering::Relaxed) != SYNTH_CACHED {
+        return None;
+    }
+    Some((
+        // Absent until the system's libraries are cached: no message.
+        open_cache(
+            &SYSTEM_CACHE_DIR,
+            CacheDir::system,
+            CacheDir::open_shared,
+            true,
+            "system cache",
+            "not used",
+        ),
+        open_cache(
+            &CACHE_DIR,
+            CacheDir::from_env,
+            CacheDir::create_and_open,
+            false,
+            "cache",
+            "not caching",
+        ),
+    ))
 }
 
 /// The cache directory `dir` holds (named by `init` at first use), opened

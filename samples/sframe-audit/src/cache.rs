@@ -307,31 +307,59 @@ impl Cache {
 
     /// The entry for `key`, checked (see the module documentation).
     pub fn load(&self, key: &Identity) -> Result<Entry, Miss> {
-        let (section, base) = self.read(key, |len| {
+        let (section, stamp) = self.load_stamped(key)?;
+        Ok(Entry {
+            section,
+            base: stamp.base,
+        })
+    }
+
+    /// [`Cache::load`], with what the header says of the section.
+    pub(crate) fn load_stamped(&self, key: &Identity) -> Result<(Vec<u8>, Stamp), Miss> {
+        self.read(key, |len| {
             let mut v = Vec::new();
             v.try_reserve_exact(len).ok()?;
             v.resize(len, 0);
             Some(v)
-        })?;
-        Ok(Entry { section, base })
+        })
     }
 
     /// [`Cache::load`] into a buffer of its own pages, returned to the
-    /// system when dropped (the audit library: see [`Pages`]); and the
-    /// base.
-    pub fn load_pages(&self, key: &Identity) -> Result<(Pages, u64), Miss> {
+    /// system when dropped (the audit library: see [`Pages`]); and what
+    /// the header says of it.
+    pub fn load_pages(&self, key: &Identity) -> Result<(Pages, Stamp), Miss> {
         self.read(key, |len| Pages::new(len).ok())
     }
 
+    /// What the file for `key` says of its section, from its header
+    /// alone (one read): the section itself is neither read nor checked.
+    /// For a registration by tag, which names the module's copy of the
+    /// bytes this header described when they were read and checked.
+    pub fn stamp(&self, key: &Identity) -> Result<Stamp, Miss> {
+        self.open_entry(key).map(|(_, stamp, _)| stamp)
+    }
+
     /// The section for `key` read into the buffer `alloc` gives for its
-    /// length (`None`: out of memory), checked; and its base.
+    /// length (`None`: out of memory), checked; and its stamp.
     ///
     /// Two reads at known offsets: our header and key, then the section.
     fn read<B: DerefMut<Target = [u8]>>(
         &self,
         key: &Identity,
         alloc: impl FnOnce(usize) -> Option<B>,
-    ) -> Result<(B, u64), Miss> {
+    ) -> Result<(B, Stamp), Miss> {
+        let (file, stamp, at) = self.open_entry(key)?;
+        let mut section = alloc(stamp.len).ok_or(Miss::Read(errno(libc::ENOMEM)))?;
+        file.read_exact_at(&mut section, at)
+            .map_err(|_| Miss::Invalid("truncated"))?;
+        stamp.check(&section).map_err(Miss::Invalid)?;
+        Ok((section, stamp))
+    }
+
+    /// The file for `key`, open, its header read and checked against the
+    /// key and the file's length; the header's stamp, and where the
+    /// section starts.
+    fn open_entry(&self, key: &Identity) -> Result<(std::fs::File, Stamp, u64), Miss> {
         let name = file_name(key).map_err(Miss::Read)?;
         let file = match self.open_file(&name, libc::O_RDONLY | libc::O_NONBLOCK) {
             Ok(file) => file,
@@ -351,15 +379,11 @@ impl Cache {
         let head = head.get_mut(..at).ok_or(Miss::Invalid("key too long"))?;
         file.read_exact_at(head, 0)
             .map_err(|_| Miss::Invalid("truncated header"))?;
-        let header = Header::parse(head, key).map_err(Miss::Invalid)?;
-        if meta.len() != (at as u64).saturating_add(header.len as u64) {
+        let stamp = Stamp::parse(head, key).map_err(Miss::Invalid)?;
+        if meta.len() != (at as u64).saturating_add(stamp.len as u64) {
             return Err(Miss::Invalid("length does not match"));
         }
-        let mut section = alloc(header.len).ok_or(Miss::Read(errno(libc::ENOMEM)))?;
-        file.read_exact_at(&mut section, at as u64)
-            .map_err(|_| Miss::Invalid("truncated"))?;
-        header.check(&section).map_err(Miss::Invalid)?;
-        Ok((section, header.base))
+        Ok((file, stamp, at as u64))
     }
 
     /// Writes the entry for `key`: to a temporary file, then renamed over
@@ -422,8 +446,8 @@ const MAX_KEY: usize = 144;
 
 /// The digest a file records of its section: of the section's bytes,
 /// seeded with the base they are encoded for, so a changed base is caught
-/// too.
-fn section_digest(section: &[u8], base: u64) -> u64 {
+/// too.  Also the tag a registration names the module's copy by.
+pub fn section_digest(section: &[u8], base: u64) -> u64 {
     xxh64(section, base)
 }
 
@@ -444,15 +468,19 @@ fn encode(key: &Identity, entry: &Entry) -> Vec<u8> {
     out
 }
 
-/// A file's header, parsed and checked against the key it is read for.
-#[derive(Debug)]
-struct Header {
-    base: u64,
-    len: usize,
-    digest: u64,
+/// What a file's header says of its section, parsed and checked against
+/// the key it is read for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The link-time address its function starts are relative to.
+    pub base: u64,
+    /// Its length.
+    pub len: usize,
+    /// Its digest ([`section_digest`]).
+    pub digest: u64,
 }
 
-impl Header {
+impl Stamp {
     /// Parses the header and key at the start of `bytes`, a file read for
     /// `key`.
     fn parse(bytes: &[u8], key: &Identity) -> Result<Self, &'static str> {
@@ -502,13 +530,13 @@ impl Header {
 /// The entry in `bytes`, if they are a valid file for `key`.
 #[cfg(test)]
 fn decode(bytes: &[u8], key: &Identity) -> Result<Entry, &'static str> {
-    let header = Header::parse(bytes, key)?;
+    let stamp = Stamp::parse(bytes, key)?;
     let at = HEADER + padded(key.as_str().len());
     let section = bytes.get(at..).ok_or("truncated")?;
-    header.check(section)?;
+    stamp.check(section)?;
     Ok(Entry {
         section: section.to_vec(),
-        base: header.base,
+        base: stamp.base,
     })
 }
 
@@ -613,8 +641,30 @@ mod tests {
             assert!(cache.load_pages(&key).is_err(), "byte {i}");
         }
         std::fs::write(&path, &good).unwrap();
-        let (pages, base) = cache.load_pages(&key).unwrap();
-        assert_eq!((&pages[..], base), (&e.section[..], e.base));
+        let (pages, stamp) = cache.load_pages(&key).unwrap();
+        let want = Stamp {
+            base: e.base,
+            len: e.section.len(),
+            digest: section_digest(&e.section, e.base),
+        };
+        assert_eq!((&pages[..], stamp), (&e.section[..], want));
+        assert_eq!(cache.stamp(&key).unwrap(), want);
+        // The stamp reads the header alone: a section changed since it
+        // was written is refused when read, not when stamped; a header
+        // changed is refused both ways.
+        let mut body = good.clone();
+        body[at + 8] ^= 0x40;
+        std::fs::write(&path, &body).unwrap();
+        assert_eq!(cache.stamp(&key).unwrap(), want);
+        assert!(cache.load_pages(&key).is_err());
+        let mut head = good.clone();
+        head[24] ^= 1;
+        std::fs::write(&path, &head).unwrap();
+        assert!(
+            cache.stamp(&key).is_err(),
+            "a length that does not match the file's"
+        );
+        std::fs::write(&path, &good).unwrap();
         // Another key's file under this name.
         let other = Identity::file(c"/proc/self/exe").unwrap();
         let mut foreign = encode(&other, &e);

@@ -13,7 +13,9 @@ use sframe_uapi::SframeUnregister;
 use sframe_uapi::SframeVersion;
 use sframe_uapi::SFRAME_ABI_VERSION;
 use sframe_uapi::SFRAME_F_BY_ADDR;
+use sframe_uapi::SFRAME_F_BY_TAG;
 use sframe_uapi::SFRAME_F_PROCFD;
+use sframe_uapi::SFRAME_F_TAGGED;
 use sframe_uapi::SFRAME_IOC_LIST;
 use sframe_uapi::SFRAME_IOC_REGISTER;
 use sframe_uapi::SFRAME_IOC_STATS;
@@ -47,12 +49,30 @@ pub struct Device {
 /// the call.
 #[derive(Clone, Debug)]
 pub struct Registration {
-    /// The SFrame section's bytes, in our memory.
+    /// The SFrame section's bytes, in our memory (by tag: `0..len`, no
+    /// bytes, their length).
     pub data: Range<u64>,
     /// The address at which the target maps those bytes.
     pub sframe_addr: u64,
     /// The text they describe, in the target.
     pub text: Range<u64>,
+    /// How the module's copy of the bytes is named.
+    pub tag: Tag,
+}
+
+/// How a registration names the module's copy of its bytes
+/// (`SFRAME_FEAT_TAG`): the tag is our account's own name for them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Tag {
+    /// By the bytes.
+    #[default]
+    None,
+    /// The bytes given, their copy filed under the tag
+    /// (`SFRAME_F_TAGGED`).
+    File(u64),
+    /// No bytes: the copy our account filed under the tag
+    /// (`SFRAME_F_BY_TAG`); `ENOENT` if it has none.
+    Find(u64),
 }
 
 /// Which registration to remove.
@@ -84,6 +104,7 @@ impl Registration {
             data: start..start + data.len() as u64,
             sframe_addr,
             text,
+            tag: Tag::None,
         }
     }
 }
@@ -146,10 +167,16 @@ impl Device {
     /// `SFRAME_IOC_REGISTER`: returns the handle.
     pub fn register(&self, reg: &Registration, target: Option<BorrowedFd<'_>>) -> io::Result<u64> {
         let (flags, pidfd) = target_fields(target);
+        let (tag_flag, tag) = match reg.tag {
+            Tag::None => (0, 0),
+            Tag::File(tag) => (SFRAME_F_TAGGED, tag),
+            Tag::Find(tag) => (SFRAME_F_BY_TAG, tag),
+        };
         let mut arg = SframeRegister {
             size: size_of::<SframeRegister>(),
-            flags,
+            flags: flags | tag_flag,
             pidfd,
+            tag,
             sframe_data: reg.data.start,
             sframe_len: reg.data.end.saturating_sub(reg.data.start),
             sframe_addr: reg.sframe_addr,

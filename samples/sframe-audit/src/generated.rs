@@ -15,9 +15,11 @@
 //!
 //! [`cache`]: crate::cache
 
+use crate::cache::section_digest;
 use crate::cache::Cache;
 use crate::cache::Entry;
 use crate::cache::Miss;
+use crate::cache::Stamp;
 use crate::identity::Identity;
 use crate::image::Layout;
 use crate::image::Memory;
@@ -148,6 +150,9 @@ pub struct Held {
     pub section: Bytes,
     /// The link-time address its function starts are relative to.
     pub base: u64,
+    /// Its digest ([`section_digest`]), which names the module's copy of
+    /// it in a registration by tag.
+    pub digest: u64,
     /// Where it came from.
     pub source: Source,
     /// Why the cache was not used, if it was not.
@@ -248,7 +253,9 @@ pub fn obtain(
     caches: Caches<'_>,
 ) -> Result<Generated, GenerateError> {
     let held = obtain_with(mem, layout, path, caches, |cache, key| {
-        cache.load(key).map(|e| (Bytes::Heap(e.section), e.base))
+        cache
+            .load_stamped(key)
+            .map(|(section, stamp)| (Bytes::Heap(section), stamp))
     })?;
     let section = match held.section {
         Bytes::Heap(vec) => vec,
@@ -273,8 +280,35 @@ pub fn obtain_held(
     obtain_with(mem, layout, path, caches, |cache, key| {
         cache
             .load_pages(key)
-            .map(|(pages, base)| (Bytes::Pages(pages), base))
+            .map(|(pages, stamp)| (Bytes::Pages(pages), stamp))
     })
+}
+
+/// What the caches' file for the object `layout` describes says of its
+/// section, from its header alone (the system's cache first), and which
+/// cache holds it; `None` if neither does.  `path` as for [`obtain`].
+pub fn cached_stamp(
+    mem: &impl Memory,
+    layout: &Layout,
+    path: Option<&CStr>,
+    caches: Caches<'_>,
+) -> Option<(Stamp, Source)> {
+    if caches.system.is_none() && caches.user.is_none() {
+        return None;
+    }
+    let key = identity(mem, layout, path)?;
+    [
+        (caches.system, Source::SystemCache),
+        (caches.user, Source::Cache),
+    ]
+    .into_iter()
+    .find_map(|(cache, source)| Some((cache?.stamp(&key).ok()?, source)))
+}
+
+/// The name of the object `layout` describes in the caches: its build-id,
+/// or the file `path` names.
+fn identity(mem: &impl Memory, layout: &Layout, path: Option<&CStr>) -> Option<Identity> {
+    Identity::build_id(mem, layout).or_else(|| Identity::file(path?))
 }
 
 /// [`obtain`], reading the caches with `load`.
@@ -283,12 +317,10 @@ fn obtain_with(
     layout: &Layout,
     path: Option<&CStr>,
     caches: Caches<'_>,
-    load: impl Fn(&Cache, &Identity) -> Result<(Bytes, u64), Miss>,
+    load: impl Fn(&Cache, &Identity) -> Result<(Bytes, Stamp), Miss>,
 ) -> Result<Held, GenerateError> {
     let any = caches.system.is_some() || caches.user.is_some();
-    let key = any
-        .then(|| Identity::build_id(mem, layout).or_else(|| Identity::file(path?)))
-        .flatten();
+    let key = any.then(|| identity(mem, layout, path)).flatten();
     let mut miss = None;
     let readers = [
         (caches.system, Source::SystemCache),
@@ -300,10 +332,11 @@ fn obtain_with(
                 continue;
             };
             match load(cache, key) {
-                Ok((section, base)) => {
+                Ok((section, stamp)) => {
                     return Ok(Held {
                         section,
-                        base,
+                        base: stamp.base,
+                        digest: stamp.digest,
                         source,
                         miss: None,
                     })
@@ -326,6 +359,7 @@ fn obtain_with(
         }
     }
     Ok(Held {
+        digest: section_digest(&entry.section, entry.base),
         section: Bytes::Heap(entry.section),
         base: entry.base,
         source,
