@@ -206,6 +206,25 @@ register_stock() {
 	return $rc
 }
 check_show "register --pid of /usr/bin/sleep: generated sections for sleep and libc" register_stock
+# The next process's sections go by tag: the module kept the copies the
+# first one's registrations filed under the sections' digests.
+by_tag_count() {
+	"$CTL" status | awk -F': ' '$1 == "registered by tag" { print $2 }'
+}
+register_stock_by_tag() {
+	local p before after rc=0
+	before=$(by_tag_count)
+	sleep 30 &
+	p=$!
+	"$CTL" register --pid "$p" >/dev/null || rc=1
+	after=$(by_tag_count)
+	kill "$p"
+	wait "$p" 2>/dev/null
+	echo "registrations by tag: $before before, $after after"
+	[ $rc = 0 ] && [ "$after" -ge $((before + 3)) ]
+}
+check_show "register --pid of another sleep: sleep's, libc's and the loader's sections by tag" \
+	register_stock_by_tag
 
 # Warm the cache for every object of the four (python3's is large), so that
 # the recordings measure unwinding, not generation at start-up.

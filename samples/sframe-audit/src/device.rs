@@ -29,6 +29,7 @@ use std::os::fd::BorrowedFd;
 use std::os::fd::FromRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
+use std::sync::OnceLock;
 
 /// The device node the module creates.
 pub const DEVICE_PATH: &CStr = c"/dev/sframe";
@@ -37,6 +38,9 @@ pub const DEVICE_PATH: &CStr = c"/dev/sframe";
 #[derive(Debug)]
 pub struct Device {
     fd: OwnedFd,
+    /// The module's `SFRAME_FEAT_*` bits, asked for at first use: a module
+    /// cannot be unloaded while its device is open.
+    features: OnceLock<u64>,
 }
 
 /// What to register: SFrame bytes in our memory, describing a text range of
@@ -126,7 +130,17 @@ impl Device {
         // SAFETY: open() returned a new descriptor that nothing else owns.
         Ok(Self {
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            features: OnceLock::new(),
         })
+    }
+
+    /// Whether the module offers `feature` (an `SFRAME_FEAT_*` bit); no if
+    /// it cannot say.
+    pub fn supports(&self, feature: u64) -> bool {
+        let features = self
+            .features
+            .get_or_init(|| self.version().map_or(0, |v| v.features));
+        features & feature != 0
     }
 
     /// The descriptor, for checks such as `fstat()`.

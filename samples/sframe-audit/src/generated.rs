@@ -90,6 +90,9 @@ pub struct Generated {
     pub section: Vec<u8>,
     /// The link-time address its function starts are relative to.
     pub base: u64,
+    /// Its digest ([`section_digest`]), which names the module's copy of
+    /// it in a registration by tag.
+    pub digest: u64,
     /// Where it came from.
     pub source: Source,
     /// Why the cache was not used, if it was not.
@@ -264,6 +267,7 @@ pub fn obtain(
     Ok(Generated {
         section,
         base: held.base,
+        digest: held.digest,
         source: held.source,
         miss: held.miss,
     })

@@ -25,6 +25,7 @@ use sframe_audit::cache::Cache;
 use sframe_audit::cache::CacheDir;
 use sframe_audit::device::Device;
 use sframe_audit::device::Registration;
+use sframe_audit::device::Tag;
 use sframe_audit::device::Unregister;
 use sframe_audit::generated;
 use sframe_audit::generated::GenerateError;
@@ -32,6 +33,7 @@ use sframe_audit::generated::Generated;
 use sframe_audit::image::ImageError;
 use sframe_audit::image::Layout;
 use sframe_audit::image::Memory;
+use sframe_uapi::SFRAME_FEAT_TAG;
 use std::collections::HashSet;
 use std::ffi::CStr;
 use std::ffi::CString;
@@ -308,6 +310,9 @@ fn register_object(
             return Ok(None);
         }
     };
+    // The digest a generated section is filed under, with a module that
+    // registers by tag.
+    let mut tag = None;
     let (bytes, sframe_addr) = match layout.sframe.clone() {
         Some(sframe) => {
             let len = sframe.end - sframe.start;
@@ -350,7 +355,9 @@ fn register_object(
                 Obtained::Off => return Ok(Some(Outcome::NoSframe)),
                 Obtained::Ready(gen) => {
                     report(Report::Generated(name, &gen));
-                    (gen.section, layout.bias.wrapping_add(gen.base))
+                    let sframe_addr = layout.bias.wrapping_add(gen.base);
+                    tag = Some(gen.digest).filter(|_| dev.supports(SFRAME_FEAT_TAG));
+                    (gen.section, sframe_addr)
                 }
                 Obtained::Failed(err) => {
                     report(Report::NotGenerated(name, err));
@@ -365,8 +372,7 @@ fn register_object(
     };
     let mut outcome = Outcome::AlreadyRegistered;
     for text in layout.text() {
-        let reg = Registration::from_slice(&bytes, sframe_addr, text.clone());
-        match dev.register(&reg, Some(mem.as_fd())) {
+        match register_text(dev, mem, &bytes, sframe_addr, text, tag) {
             Ok(handle) => {
                 report(Report::Registered(name, text, handle));
                 outcome = Outcome::Registered;
@@ -381,6 +387,34 @@ fn register_object(
         }
     }
     Ok(Some(outcome))
+}
+
+/// Registers `bytes`, which the process `mem` names maps at `sframe_addr`,
+/// for its `text`: with a `tag` (the digest of a generated section), by
+/// the tag if the module holds our copy under it, else with the bytes,
+/// filed under the tag for the next process.
+fn register_text(
+    dev: &Device,
+    mem: &File,
+    bytes: &[u8],
+    sframe_addr: u64,
+    text: &Range<u64>,
+    tag: Option<u64>,
+) -> io::Result<u64> {
+    let mut reg = Registration::from_slice(bytes, sframe_addr, text.clone());
+    if let Some(tag) = tag {
+        let by_tag = Registration {
+            data: 0..bytes.len() as u64,
+            tag: Tag::Find(tag),
+            ..reg.clone()
+        };
+        match dev.register(&by_tag, Some(mem.as_fd())) {
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {}
+            result => return result,
+        }
+        reg.tag = Tag::File(tag);
+    }
+    dev.register(&reg, Some(mem.as_fd()))
 }
 
 pub(crate) fn unregister(pid: i32) -> Result<()> {

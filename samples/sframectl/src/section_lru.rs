@@ -29,10 +29,12 @@ use std::collections::HashSet;
 /// Objects the generator refused, remembered so as not to try again.
 const MAX_FAILED: usize = 4096;
 
-/// One section held: the bytes, their base, and when it was last used.
+/// One section held: the bytes, their base and digest, and when it was
+/// last used.
 struct Held {
     section: Vec<u8>,
     base: u64,
+    digest: u64,
     used: u64,
 }
 
@@ -88,7 +90,7 @@ impl SectionLru {
         for done in generator.finished() {
             waiting.extend(self.pending.remove(&done.key).unwrap_or_default());
             match done.result {
-                Ok(gen) => self.insert(done.key, &gen.section, gen.base),
+                Ok(gen) => self.insert(done.key, gen.section, gen.base, gen.digest),
                 // The process went away: another one that waits asks again.
                 Err((_, true)) => {}
                 Err((_, false)) => {
@@ -115,19 +117,21 @@ impl SectionLru {
         self.clock
     }
 
-    /// The section held for `key`, now the most recently used.
-    fn get(&mut self, key: &str) -> Option<(Vec<u8>, u64)> {
+    /// The section held for `key`, its base and digest, now the most
+    /// recently used.
+    fn get(&mut self, key: &str) -> Option<(Vec<u8>, u64, u64)> {
         let now = self.tick();
         let held = self.held.get_mut(key)?;
         self.order.remove(&held.used);
         held.used = now;
         self.order.insert(now, key.to_owned());
-        Some((held.section.clone(), held.base))
+        Some((held.section.clone(), held.base, held.digest))
     }
 
-    /// Holds `section` for `key`, then drops the oldest until under the
-    /// cap.  A section larger than the whole cap is not held.
-    fn insert(&mut self, key: String, section: &[u8], base: u64) {
+    /// Holds `section` (`base`, `digest`) for `key`, then drops the oldest
+    /// until under the cap.  A section larger than the whole cap is not
+    /// held.
+    fn insert(&mut self, key: String, section: Vec<u8>, base: u64, digest: u64) {
         let size = section.len() as u64;
         if size > self.cap {
             return;
@@ -136,8 +140,9 @@ impl SectionLru {
         if let Some(old) = self.held.insert(
             key.clone(),
             Held {
-                section: section.to_vec(),
+                section,
                 base,
+                digest,
                 used: now,
             },
         ) {
@@ -171,11 +176,12 @@ impl Sections for SectionLru {
                 || format!("p-{}-{:x}", object.pid, object.start),
                 |id| id.as_str().to_owned(),
             );
-        if let Some((section, base)) = self.get(&key) {
+        if let Some((section, base, digest)) = self.get(&key) {
             self.stats.hits += 1;
             return Obtained::Ready(Generated {
                 section,
                 base,
+                digest,
                 source: Source::Cache,
                 miss: None,
             });
@@ -272,11 +278,14 @@ mod tests {
     #[test]
     fn the_least_recently_used_goes_first() {
         let mut c = lru(300);
-        c.insert("a".into(), &[1; 100], 1);
-        c.insert("b".into(), &[2; 100], 2);
-        c.insert("c".into(), &[3; 100], 3);
-        assert_eq!(c.get("a").map(|(_, base)| base), Some(1));
-        c.insert("d".into(), &[4; 100], 4);
+        c.insert("a".into(), vec![1; 100], 1, 11);
+        c.insert("b".into(), vec![2; 100], 2, 0);
+        c.insert("c".into(), vec![3; 100], 3, 0);
+        assert_eq!(
+            c.get("a").map(|(_, base, digest)| (base, digest)),
+            Some((1, 11))
+        );
+        c.insert("d".into(), vec![4; 100], 4, 0);
         assert!(c.get("b").is_none(), "b was the oldest");
         assert!(c.get("a").is_some() && c.get("c").is_some() && c.get("d").is_some());
         let s = c.stats();
@@ -287,20 +296,20 @@ mod tests {
     fn memory_stays_under_the_cap() {
         let mut c = lru(1000);
         for i in 0..500u64 {
-            c.insert(format!("k{i}"), &vec![0; 1 + (i as usize * 37) % 400], i);
+            c.insert(format!("k{i}"), vec![0; 1 + (i as usize * 37) % 400], i, 0);
             assert!(c.stats().bytes <= 1000);
             assert_eq!(c.held.len(), c.order.len());
         }
-        c.insert("huge".into(), &[0; 1001], 0);
+        c.insert("huge".into(), vec![0; 1001], 0, 0);
         assert!(c.get("huge").is_none());
     }
 
     #[test]
     fn replacing_a_key_keeps_the_count_right() {
         let mut c = lru(1000);
-        c.insert("a".into(), &[0; 400], 1);
-        c.insert("a".into(), &[0; 100], 2);
+        c.insert("a".into(), vec![0; 400], 1, 0);
+        c.insert("a".into(), vec![0; 100], 2, 0);
         assert_eq!(c.stats().bytes, 100);
-        assert_eq!(c.get("a").map(|(s, b)| (s.len(), b)), Some((100, 2)));
+        assert_eq!(c.get("a").map(|(s, b, _)| (s.len(), b)), Some((100, 2)));
     }
 }
