@@ -569,8 +569,15 @@ fn register_cached_by_tag(
     };
     match register_texts(dev, name, layout, lmid, &section) {
         Ok(cookie) => {
+            // Otherwise every text was refused or registered already
+            // (said above).
+            let how = if cookie != 0 {
+                "the module holds it"
+            } else {
+                "nothing registered"
+            };
             debug!(
-                "{name}: no PT_GNU_SFRAME: section from {from} ({} bytes), by tag: the module holds it",
+                "{name}: no PT_GNU_SFRAME: section from {from} ({} bytes), by tag: {how}",
                 stamp.len
             );
             Some(cookie)
