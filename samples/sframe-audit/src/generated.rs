@@ -477,6 +477,47 @@ mod tests {
     }
 
     #[test]
+    fn the_stamp_names_what_obtain_gives() {
+        let base = std::env::temp_dir().join(format!("sframe-stamp-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&base);
+        let open = |name: &str| {
+            crate::cache::CacheDir::at(&base.join(name))
+                .unwrap()
+                .create_and_open()
+                .unwrap()
+        };
+        let (system, user) = (open("system"), open("user"));
+        let layout = own_layout();
+        let exe = Some(c"/proc/self/exe");
+        let both = Caches {
+            system: Some(&system),
+            user: Some(&user),
+        };
+        assert!(
+            cached_stamp(&OwnMemory, &layout, exe, both).is_none(),
+            "nothing cached yet"
+        );
+        assert!(cached_stamp(&OwnMemory, &layout, exe, Caches::default()).is_none());
+        // Stored in the user's cache: its stamp is what the next obtain
+        // gives, the digest that of the section.
+        let stored = obtain(&OwnMemory, &layout, exe, Caches::user(Some(&user))).unwrap();
+        let (stamp, source) = cached_stamp(&OwnMemory, &layout, exe, both).unwrap();
+        assert_eq!(source, Source::Cache);
+        assert_eq!(
+            (stamp.base, stamp.len, stamp.digest),
+            (stored.base, stored.section.len(), stored.digest)
+        );
+        assert_eq!(stored.digest, section_digest(&stored.section, stored.base));
+        let held = obtain_held(&OwnMemory, &layout, exe, both).unwrap();
+        assert_eq!((held.source, held.digest), (Source::Cache, stamp.digest));
+        // In the system's cache too: read from there first.
+        obtain(&OwnMemory, &layout, exe, Caches::user(Some(&system))).unwrap();
+        let (again, source) = cached_stamp(&OwnMemory, &layout, exe, both).unwrap();
+        assert_eq!((again, source), (stamp, Source::SystemCache));
+        std::fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
     fn hostile_cfi_is_an_error_not_a_crash() {
         let mut layout = own_layout();
         // Headers that point at garbage: a snapshot of random-ish bytes.
