@@ -172,15 +172,6 @@ fn copy_key_with(
     Ok(h as usize)
 }
 
-/// [`copy_key_with`] of `bytes`.
-fn copy_key(hash_key: &KeyedHash, owner: u32, bytes: &[u8]) -> Result<usize, Failure> {
-    copy_key_with(hash_key, owner, bytes.len(), |off, buf| {
-        let from = bytes.get(off..off + buf.len()).ok_or(FAIL_MEM)?;
-        buf.copy_from_slice(from);
-        Ok(())
-    })
-}
-
 /// The key of account `owner`'s copy of `len` bytes filed under `tag`:
 /// SipHash under the secret key of the three (24 bytes, where
 /// [`copy_key_with`] hashes 8 and then the bytes, so the two kinds of key
@@ -197,18 +188,34 @@ fn tag_key(hash_key: &KeyedHash, owner: u32, len: usize, tag: u64) -> usize {
     hash_key.hash(hash_key.seed(u64::from(owner)), &input) as usize
 }
 
-/// The key of account `owner`'s copy of `bytes`, filed under `tag` or by
-/// the bytes.
+/// The key of account `owner`'s copy of `len` bytes, filed under `tag`
+/// ([`tag_key`]), or by the bytes, which `read(offset, buf)` reads
+/// ([`copy_key_with`]).
+fn key_with(
+    hash_key: &KeyedHash,
+    owner: u32,
+    len: usize,
+    tag: Option<u64>,
+    read: impl FnMut(usize, &mut [u8]) -> Result<(), Failure>,
+) -> Result<usize, Failure> {
+    match tag {
+        Some(tag) => Ok(tag_key(hash_key, owner, len, tag)),
+        None => copy_key_with(hash_key, owner, len, read),
+    }
+}
+
+/// [`key_with`] of `bytes`.
 fn key_of(
     hash_key: &KeyedHash,
     owner: u32,
     bytes: &[u8],
     tag: Option<u64>,
 ) -> Result<usize, Failure> {
-    match tag {
-        Some(tag) => Ok(tag_key(hash_key, owner, bytes.len(), tag)),
-        None => copy_key(hash_key, owner, bytes),
-    }
+    key_with(hash_key, owner, bytes.len(), tag, |off, buf| {
+        let from = bytes.get(off..off + buf.len()).ok_or(FAIL_MEM)?;
+        buf.copy_from_slice(from);
+        Ok(())
+    })
 }
 
 /// `EFAULT` for section bytes that user memory does not give.
@@ -366,12 +373,9 @@ impl Registry {
         tag: Option<u64>,
     ) -> Result<Option<Arc<SectionCopy>>, Failure> {
         let owner = current_account();
-        let key = match tag {
-            Some(tag) => tag_key(&self.hash_key, owner, len, tag),
-            None => copy_key_with(&self.hash_key, owner, len, |off, buf| {
-                read_user(addr, off, buf)
-            })?,
-        };
+        let key = key_with(&self.hash_key, owner, len, tag, |off, buf| {
+            read_user(addr, off, buf)
+        })?;
         let Some(c) = self.copy_at(key, owner, len, tag) else {
             return Ok(None);
         };

@@ -145,6 +145,9 @@ impl Registry {
     /// compared where they are, not copied.
     pub(crate) fn register(&self, mm: &MmWithUser, req: &RegisterRequest) -> Result<u64, Failure> {
         let len = self.check_request(req)?;
+        // What exited just before counts no more (bounded: nobody pays for
+        // a storm of other processes' exits).
+        self.maintain(WRITER_MAINTENANCE);
         let tag = match req.tag {
             Tag::Find(tag) => return self.register_by_tag(mm, req, len, tag),
             Tag::File(tag) => Some(tag),
@@ -152,9 +155,6 @@ impl Registry {
         };
         let addr = usize::try_from(req.sframe_data)
             .map_err(|_| Failure::new(EFAULT, SFRAME_FAIL_FAULT, "section pointer out of range"))?;
-        // What exited just before counts no more (bounded: nobody pays for
-        // a storm of other processes' exits).
-        self.maintain(WRITER_MAINTENANCE);
         if let Some(copy) = self.shared_copy_from_user(addr, len, tag)? {
             return self.insert_copy(mm, req, copy);
         }
@@ -168,7 +168,8 @@ impl Registry {
 
     /// Registers `req` for `mm` with the copy of `len` bytes the caller's
     /// account filed under `tag`: `ENOENT` (counted, not logged: the
-    /// caller then gives the bytes) if it holds or keeps none.
+    /// caller then gives the bytes) if it holds or keeps none.  The
+    /// maintenance done.
     fn register_by_tag(
         &self,
         mm: &MmWithUser,
@@ -176,7 +177,6 @@ impl Registry {
         len: usize,
         tag: u64,
     ) -> Result<u64, Failure> {
-        self.maintain(WRITER_MAINTENANCE);
         let copy = self.tagged_copy(len, tag).ok_or_else(|| {
             Failure::new(ENOENT, SFRAME_FAIL_NOT_FOUND, "no copy under that tag").quiet()
         })?;
