@@ -394,20 +394,30 @@ fn register_object_in(
     lmid: c_long,
 ) -> usize {
     let tags = TAGS.load(Ordering::Relaxed);
-    if layout.sframe.is_none() && tags {
-        if let Some(cookie) = register_cached_by_tag(dev, name, path, layout, lmid) {
-            return cookie;
-        }
-    }
     // The object's own section, mapped with it (the same bytes at the same
     // address), or one generated from its `.eh_frame`, in our memory, kept
     // for the calls (the module copies it).
     let held = match layout.sframe {
         Some(_) => None,
-        None => match synthesize(path, name, layout) {
-            Some(held) => Some(held),
-            None => return 0,
-        },
+        None => {
+            // Opened once for the object: its cache file's header for a
+            // registration by tag, then, if need be, the whole file.
+            let (system, user) = open_caches();
+            let caches = generated::Caches {
+                system: system.as_ref(),
+                user: user.as_ref(),
+            };
+            if tags {
+                if let Some(cookie) = register_cached_by_tag(dev, name, path, layout, lmid, caches)
+                {
+                    return cookie;
+                }
+            }
+            match synthesize(path, name, layout, caches) {
+                Some(held) => Some(held),
+                None => return 0,
+            }
+        }
     };
     let section = match (&layout.sframe, &held) {
         (Some(sframe), _) => Section {
@@ -543,20 +553,16 @@ fn register_texts(
 /// describes by its tag, the digest its cache file's header records,
 /// without reading it: `Some(cookie)` if the module holds our copy of it
 /// (left by this program's last start, or by another program that loads
-/// the same object); `None` if no cache or the module has none, and the
-/// section is then read (or generated) and given.
+/// the same object); `None` if no cache in `caches` or the module has
+/// none, and the section is then read (or generated) and given.
 fn register_cached_by_tag(
     dev: &impl Registry,
     name: &str,
     path: Option<&CStr>,
     layout: &Layout,
     lmid: c_long,
+    caches: generated::Caches<'_>,
 ) -> Option<usize> {
-    let (system, user) = open_caches()?;
-    let caches = generated::Caches {
-        system: system.as_ref(),
-        user: user.as_ref(),
-    };
     let (stamp, source) = generated::cached_stamp(&OwnMemory, layout, path, caches)?;
     let section = Section {
         data: 0..stamp.len as u64,
@@ -683,14 +689,14 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 }
 
 /// A section generated for the object without `PT_GNU_SFRAME` that
-/// `layout` describes, through the cache unless that is off; `None` (and a
-/// debug message) if it has none or generation is off.
-fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<generated::Held> {
-    let (system, cache) = open_caches().unwrap_or((None, None));
-    let caches = generated::Caches {
-        system: system.as_ref(),
-        user: cache.as_ref(),
-    };
+/// `layout` describes, through `caches` (none if caching is off); `None`
+/// (and a debug message) if it has none or generation is off.
+fn synthesize(
+    path: Option<&CStr>,
+    name: &str,
+    layout: &Layout,
+    caches: generated::Caches<'_>,
+) -> Option<generated::Held> {
     match generated::obtain_held(&OwnMemory, layout, path, caches) {
         Ok(gen) => {
             debug!("{name}: no PT_GNU_SFRAME: {gen}");
@@ -704,12 +710,12 @@ fn synthesize(path: Option<&CStr>, name: &str, layout: &Layout) -> Option<genera
 }
 
 /// The system's cache and the user's, each opened for one object (or
-/// `None`); `None` if the caches are off (`SFRAME_AUDIT_SYNTH`).
-fn open_caches() -> Option<(Option<Cache>, Option<Cache>)> {
+/// `None`); neither if the caches are off (`SFRAME_AUDIT_SYNTH`).
+fn open_caches() -> (Option<Cache>, Option<Cache>) {
     if SYNTH.load(Ordering::Relaxed) != SYNTH_CACHED {
-        return None;
+        return (None, None);
     }
-    Some((
+    (
         // Absent until the system's libraries are cached: no message.
         open_cache(
             &SYSTEM_CACHE_DIR,
@@ -727,7 +733,7 @@ fn open_caches() -> Option<(Option<Cache>, Option<Cache>)> {
             "cache",
             "not caching",
         ),
-    ))
+    )
 }
 
 /// The cache directory `dir` holds (named by `init` at first use), opened
