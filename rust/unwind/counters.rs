@@ -82,32 +82,56 @@ pub(crate) fn source_counter(source: FrameSource) -> Option<usize> {
 }
 
 /// One walk's counts, added to the module-wide counters by [`Tally::commit`].
+///
+/// A frame costs an increment and a compare: the SFrame frames, most of
+/// any walk, have a field of their own, the other sources share an array
+/// in [`source_counter`]'s order.
 #[derive(Default)]
 pub(crate) struct Tally {
     frames: u64,
-    by_slot: [u64; SFRAME_UNWIND_COUNT],
+    sframe: u64,
+    /// `FRAMES_FP`, `FRAMES_ENTRY` and `FRAMES_SIGNAL`.
+    others: [u64; 3],
 }
+
+/// The first of the `unwind[]` slots [`Tally::others`] counts.
+const OTHERS_FIRST: usize = SFRAME_UNWIND_FRAMES_FP;
 
 impl Tally {
     /// Counts one emitted frame.
     ///
     /// A walk has at most `u32::MAX` frames: the counts cannot wrap, and
     /// the walk does not pay for overflow checks on every frame.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn frame(&mut self, source: FrameSource) {
         self.frames = self.frames.wrapping_add(1);
-        if let Some(n) = source_counter(source).and_then(|i| self.by_slot.get_mut(i)) {
+        match source {
+            FrameSource::Sframe | FrameSource::LinkRegister => {
+                self.sframe = self.sframe.wrapping_add(1);
+            }
+            FrameSource::Sample => {}
+            _ => self.other_frame(source),
+        }
+    }
+
+    /// Counts a frame the frame-pointer step, the entry rule or a signal
+    /// frame gave.
+    #[inline(never)]
+    fn other_frame(&mut self, source: FrameSource) {
+        let slot = source_counter(source).and_then(|i| i.checked_sub(OTHERS_FIRST));
+        if let Some(n) = slot.and_then(|i| self.others.get_mut(i)) {
             *n = n.wrapping_add(1);
         }
     }
 
     /// The frames counted so far, the sample's included.
+    #[inline(always)]
     pub(crate) fn frames(&self) -> u64 {
         self.frames
     }
 
-    /// The counts this walk adds, indexed by `SFRAME_UNWIND_*`.
-    pub(crate) fn deltas(&self, path: Path, stop: Stop, nanos: u64) -> [u64; SFRAME_UNWIND_COUNT] {
+    /// What this walk adds, as `(SFRAME_UNWIND_* index, count)` pairs.
+    pub(crate) fn adds(&self, path: Path, stop: Stop, nanos: u64) -> [(usize, u64); 8] {
         let (walks, frames, ns) = match path {
             Path::Sample => (
                 SFRAME_UNWIND_WALKS_SAMPLE,
@@ -120,23 +144,23 @@ impl Tally {
                 SFRAME_UNWIND_NS_DEFERRED,
             ),
         };
-        let mut d = self.by_slot;
-        for (index, n) in [
+        let [fp, entry, signal] = self.others;
+        [
             (walks, 1),
             (frames, self.frames),
             (ns, nanos),
             (end_counter(stop), 1),
-        ] {
-            if let Some(slot) = d.get_mut(index) {
-                *slot += n;
-            }
-        }
-        d
+            (SFRAME_UNWIND_FRAMES_SFRAME, self.sframe),
+            (SFRAME_UNWIND_FRAMES_FP, fp),
+            (SFRAME_UNWIND_FRAMES_ENTRY, entry),
+            (SFRAME_UNWIND_FRAMES_SIGNAL, signal),
+        ]
     }
 
-    /// Adds this walk to the module-wide counters.
+    /// Adds this walk to the module-wide counters: the slots it changes
+    /// only.
     pub(crate) fn commit(&self, path: Path, stop: Stop, nanos: u64) {
-        for (index, n) in self.deltas(path, stop, nanos).into_iter().enumerate() {
+        for (index, n) in self.adds(path, stop, nanos) {
             add(index, n);
         }
     }

@@ -78,15 +78,23 @@ mod counter_tests {
         for _ in 0..3 {
             t.frame(FrameSource::Sframe);
         }
+        t.frame(FrameSource::LinkRegister);
         t.frame(FrameSource::FramePointer);
         t.frame(FrameSource::EntryRule);
-        let d = t.deltas(Path::Deferred, Stop::Outermost, 1234);
+        t.frame(FrameSource::SignalFrame);
+        t.frame(FrameSource::SignalFrame);
+        assert_eq!(t.frames(), 9);
+        let mut d = [0u64; SFRAME_UNWIND_COUNT];
+        for (index, n) in t.adds(Path::Deferred, Stop::Outermost, 1234) {
+            d[index] += n;
+        }
         let mut want = [0u64; SFRAME_UNWIND_COUNT];
         want[SFRAME_UNWIND_WALKS_DEFERRED] = 1;
-        want[SFRAME_UNWIND_FRAMES_DEFERRED] = 6;
-        want[SFRAME_UNWIND_FRAMES_SFRAME] = 3;
+        want[SFRAME_UNWIND_FRAMES_DEFERRED] = 9;
+        want[SFRAME_UNWIND_FRAMES_SFRAME] = 4;
         want[SFRAME_UNWIND_FRAMES_FP] = 1;
         want[SFRAME_UNWIND_FRAMES_ENTRY] = 1;
+        want[SFRAME_UNWIND_FRAMES_SIGNAL] = 2;
         want[SFRAME_UNWIND_END_OUTERMOST] = 1;
         want[SFRAME_UNWIND_NS_DEFERRED] = 1234;
         assert_eq!(d, want);
