@@ -174,14 +174,54 @@ mod perf_tests {
         Ok(())
     }
 
+    /// The walk's entries go after those the sample has already (the
+    /// kernel's, a context marker), and both counts say so once the entry
+    /// is dropped, as `perf_callchain_store()` keeps them.
+    #[test]
+    fn store_appends_after_the_kernel_entries() -> Result {
+        let mut chain = Chain::new()?;
+        chain.words[0] = 2;
+        chain.words[1] = 0xffff_ffff_ffff_fe00;
+        chain.words[2] = 0xffff_ffff_8100_0000;
+        let mut ctx = chain.ctx(3);
+        ctx.nr = 1;
+        ctx.contexts = 1;
+        {
+            // SAFETY: `ctx` and its entry live across this block, used by nothing else.
+            let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+            assert_eq!(entry.room(), 2);
+            assert!(entry.store(0x1000));
+            assert!(entry.store(0x2000));
+            assert!(!entry.store(0x3000));
+        }
+        assert_eq!(ctx.nr, 3);
+        assert_eq!(
+            chain.words[..6],
+            [
+                4,
+                0xffff_ffff_ffff_fe00,
+                0xffff_ffff_8100_0000,
+                0x1000,
+                0x2000,
+                0
+            ]
+        );
+        Ok(())
+    }
+
     #[test]
     fn store_stops_when_contexts_are_maxed() -> Result {
         let mut chain = Chain::new()?;
         let mut ctx = chain.ctx(8);
         ctx.contexts_maxed = true;
-        // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
-        let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
-        assert!(!entry.store(0x1000));
+        {
+            // SAFETY: `ctx` and its entry outlive `entry`, used by nothing else.
+            let mut entry = unsafe { CallchainEntry::from_raw(&mut ctx) };
+            assert_eq!(entry.room(), 0);
+            assert!(!entry.store(0x1000));
+        }
+        assert_eq!(ctx.nr, 0);
+        assert_eq!(chain.words[..2], [0, 0]);
         Ok(())
     }
 

@@ -10,9 +10,13 @@
 //! and the contexts limit.
 
 use crate::abstractions::ffi;
-use core::marker::PhantomData;
 
 /// The callchain being built for one sample.
+///
+/// The walk's entries go straight into the room the entry has for them;
+/// the two counts (`ctx.nr` and `entry->nr`) are updated once, when this
+/// is dropped: a store is a bounds check and a write, as in perf's own
+/// walk, where `perf_callchain_store()` is in line.
 ///
 /// # Invariants
 ///
@@ -23,9 +27,12 @@ use core::marker::PhantomData;
 /// `get_perf_callchain()` sets up (an entry of `sysctl_perf_event_max_stack`
 /// entries plus the contexts, `max_stack` no more than that sysctl, and
 /// each context stored, counted in `contexts`, within its own part).
+/// `ips` is that room (none when `contexts_maxed`), of which the first
+/// `stored` entries are this walk's, not yet counted in either `nr`.
 pub(crate) struct CallchainEntry<'a> {
     ctx: *mut ffi::perf_callchain_entry_ctx,
-    _ctx: PhantomData<&'a mut ffi::perf_callchain_entry_ctx>,
+    ips: &'a mut [u64],
+    stored: usize,
 }
 
 impl CallchainEntry<'_> {
@@ -37,41 +44,65 @@ impl CallchainEntry<'_> {
     /// accesses while the returned value lives, whose `entry` has room for
     /// `max_stack - nr` more entries after its own `nr` (as perf's).
     pub(crate) unsafe fn from_raw(ctx: *mut ffi::perf_callchain_entry_ctx) -> Self {
-        // INVARIANT: By the safety requirements.
+        // SAFETY: `ctx` is valid and ours (the safety requirements).
+        let c = unsafe { &*ctx };
+        // `perf_callchain_store()` stores nothing once the contexts are
+        // maxed, nor beyond `max_stack`.
+        let room = if c.contexts_maxed {
+            0
+        } else {
+            c.max_stack.saturating_sub(c.nr)
+        };
+        let entry = c.entry;
+        // SAFETY: `entry` is valid, ours, and has room for `room` entries
+        // after its `nr` (the safety requirements): the slice is within
+        // its `ip` array, which nothing else accesses while it lives. Its
+        // pointer is not null even for no room.
+        let ips = unsafe {
+            let first = (*entry).ip.as_mut_ptr().add((*entry).nr as usize);
+            core::slice::from_raw_parts_mut(first, room as usize)
+        };
+        // INVARIANT: By the safety requirements; nothing stored yet.
         Self {
             ctx,
-            _ctx: PhantomData,
+            ips,
+            stored: 0,
         }
     }
 
     /// Appends `ip`; `false` when the chain is full (`max_stack` reached,
     /// or the contexts limit), so the walk should stop.
-    ///
-    /// What `perf_callchain_store()` does, in line: through a C helper it
-    /// was a call and 15 instructions a frame (perf's own walk inlines it).
     #[inline(always)]
     pub(crate) fn store(&mut self, ip: u64) -> bool {
-        // SAFETY: `ctx` is valid and ours (type invariant).
-        let ctx = unsafe { &mut *self.ctx };
-        if ctx.nr >= ctx.max_stack || ctx.contexts_maxed {
-            return false;
+        match self.ips.get_mut(self.stored) {
+            Some(slot) => {
+                *slot = ip;
+                self.stored += 1;
+                true
+            }
+            None => false,
         }
-        let entry = ctx.entry;
-        // SAFETY: `entry` is valid and ours, and has room for the entry at
-        // its `nr`: `ctx.nr < ctx.max_stack` (type invariant).
-        unsafe {
-            let nr = (*entry).nr;
-            (*entry).ip.as_mut_ptr().add(nr as usize).write(ip);
-            (*entry).nr = nr + 1;
-        }
-        ctx.nr += 1;
-        true
     }
 
     /// How many more user entries fit (`max_stack` minus those stored).
     pub(crate) fn room(&self) -> u32 {
-        // SAFETY: `ctx` is valid and ours (type invariant).
-        let (max, nr) = unsafe { ((*self.ctx).max_stack, (*self.ctx).nr) };
-        max.saturating_sub(nr)
+        // At most `max_stack`, a `u32`.
+        u32::try_from(self.ips.len().saturating_sub(self.stored)).unwrap_or(u32::MAX)
+    }
+}
+
+impl Drop for CallchainEntry<'_> {
+    /// Counts the walk's entries in both `nr`s, as each
+    /// `perf_callchain_store()` would have.
+    fn drop(&mut self) {
+        // At most `max_stack`, a `u32` (the room).
+        let n = self.stored as u32;
+        // SAFETY: `ctx` and its `entry` are valid and ours (type
+        // invariant); `nr` is outside the `ip` array `ips` borrows.
+        unsafe {
+            let ctx = &mut *self.ctx;
+            (*ctx.entry).nr += u64::from(n);
+            ctx.nr += n;
+        }
     }
 }
