@@ -50,22 +50,16 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 pub(crate) struct WalkRows<'g> {
     guard: &'g rcu::Guard,
     state: Option<&'g MmState>,
-    last: Option<(&'g Section, sframe::Section<'g>)>,
+    /// The section last used, if it was found.
+    last: Option<&'g Section>,
+    /// Its bytes, parsed, with the copy's row table and index.  A field
+    /// of its own: [`SectionCopy::rows_at`] writes it in place, where a
+    /// pair with `last` was built and then copied (200 bytes, twice, for
+    /// each change of section).
+    parsed: Option<sframe::Section<'g>>,
 }
 
 impl<'g> WalkRows<'g> {
-    /// The live section of `state` that covers `pc`, parsed.
-    fn lookup(
-        state: &'g MmState,
-        pc: u64,
-        guard: &'g rcu::Guard,
-    ) -> Option<(&'g Section, sframe::Section<'g>)> {
-        let s = live_section(state, pc, guard)?;
-        // The copy's row table answers this walk's lookups in the section,
-        // its index narrows those the table leaves to the decoder.
-        Some((s, s.copy.rows_at(s.sframe_addr)?))
-    }
-
     /// The unwind row for `pc`, the search paid from the walk's `budget`:
     /// through the copy's row table, its bucket words and the entries
     /// probed; where the table sends the lookup to the decoder, through
@@ -81,15 +75,11 @@ impl<'g> WalkRows<'g> {
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
-        let hit = self
-            .last
-            .as_ref()
-            .is_some_and(|(s, _)| s.covers(pc) && s.is_live());
+        let hit = self.last.is_some_and(|s| s.covers(pc) && s.is_live());
         if !hit {
             self.switch(pc);
         }
-        let (_, parsed) = self.last.as_ref()?;
-        parsed.find_within(pc, budget).ok().flatten()
+        self.parsed.as_ref()?.find_within(pc, budget).ok().flatten()
     }
 
     /// Makes the live section that covers `pc`, if any, the one
@@ -98,7 +88,13 @@ impl<'g> WalkRows<'g> {
     fn switch(&mut self, pc: u64) {
         self.last = self
             .state
-            .and_then(|state| Self::lookup(state, pc, self.guard));
+            .and_then(|state| live_section(state, pc, self.guard));
+        // The copy's row table answers this walk's lookups in the section,
+        // its index narrows those the table leaves to the decoder.
+        self.parsed = match self.last {
+            Some(s) => s.copy.rows_at(s.sframe_addr),
+            None => None,
+        };
     }
 }
 
@@ -289,5 +285,6 @@ pub(crate) fn with_walk_rows<R>(
         guard: &guard,
         state,
         last: None,
+        parsed: None,
     })
 }
