@@ -23,7 +23,9 @@ use super::MAX_FRES_SCANNED;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
     left: u32,
-    spent: u32,
+    /// The units given: what is spent is this less `left`, so a charge
+    /// updates one count.
+    initial: u32,
     max_fres: u32,
     exhausted: bool,
 }
@@ -33,7 +35,7 @@ impl Budget {
     pub const fn new(units: u32, max_fres: u32) -> Self {
         Budget {
             left: units,
-            spent: 0,
+            initial: units,
             max_fres,
             exhausted: false,
         }
@@ -52,10 +54,8 @@ impl Budget {
             self.exhausted = true;
             return false;
         }
-        // `units <= left`, and `spent + left` never exceeds the initial
-        // budget, so neither can wrap.
+        // `units <= left`: it cannot wrap.
         self.left = self.left.wrapping_sub(units);
-        self.spent = self.spent.wrapping_add(units);
         true
     }
 
@@ -80,7 +80,8 @@ impl Budget {
 
     /// Units paid so far.
     pub fn spent(&self) -> u32 {
-        self.spent
+        // `left` only ever decreases from `initial`.
+        self.initial.wrapping_sub(self.left)
     }
 
     /// The most FREs one lookup may decode.

@@ -136,8 +136,10 @@ impl Table<'_> {
     #[inline(always)]
     fn hint_slot(&self, key: u32) -> Option<&AtomicU64> {
         let hash = key.wrapping_mul(0x9e37_79b1);
+        // `hint_shift` is below 32 where there are hints; where there are
+        // none, any index misses the empty slice.
         self.hints
-            .get(usize::try_from(hash.checked_shr(self.hint_shift).unwrap_or(0)).ok()?)
+            .get(usize::try_from(hash.wrapping_shr(self.hint_shift)).ok()?)
     }
 
     /// The answer of entry `found`; `None` to ask the decoder (or for an
