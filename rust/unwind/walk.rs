@@ -136,6 +136,8 @@ struct RegistryLookup<R: Rows, M: Memory> {
     mem: M,
     /// One past the highest user address on this machine.
     user_end: u64,
+    /// [`FP_ONLY`] when the walk began: read once, not on every frame.
+    fp_only: bool,
 }
 
 impl<R: Rows, M: Memory> RegistryLookup<R, M> {
@@ -144,6 +146,7 @@ impl<R: Rows, M: Memory> RegistryLookup<R, M> {
             rows,
             mem,
             user_end: user_mem::user_addr_end(),
+            fp_only: FP_ONLY.load(Ordering::Relaxed),
         }
     }
 }
@@ -159,7 +162,7 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
 
     #[inline]
     fn found_within(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
-        if FP_ONLY.load(Ordering::Relaxed) {
+        if self.fp_only {
             return None;
         }
         self.rows.find_row(pc, budget)
