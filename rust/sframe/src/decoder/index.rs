@@ -188,6 +188,14 @@ impl<'a> Section<'a> {
     /// (at any address).  O(1): checks the index's header against the
     /// section and its length; [`Error::BadIndex`] if they do not match.
     pub fn with_index(mut self, index: &'a [u32]) -> Result<Section<'a>, Error> {
+        self.attach_index(index)?;
+        Ok(self)
+    }
+
+    /// [`Section::with_index`] in place: the section is not moved (it is
+    /// some 200 bytes, and a stack walk attaches an index on every change
+    /// of section).  On an error the section is left as it was.
+    pub fn attach_index(&mut self, index: &'a [u32]) -> Result<(), Error> {
         let header = index.get(..HEADER_WORDS).ok_or(Error::BadIndex)?;
         let [magic, num_fdes, shift, buckets, lo, hi, num_fres, fre_len] = header else {
             return Err(Error::BadIndex);
@@ -207,7 +215,7 @@ impl<'a> Section<'a> {
             shift: *shift,
             first_off: u64::from(*lo) | u64::from(*hi) << 32,
         });
-        Ok(self)
+        Ok(())
     }
 
     /// Whether lookups use an index ([`Section::with_index`]).

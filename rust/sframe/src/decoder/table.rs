@@ -398,6 +398,13 @@ impl<'a> Section<'a> {
     /// O(1): checks the table's header against the section and its length;
     /// [`Error::BadIndex`] if they do not match.
     pub fn with_table(mut self, table: &'a [u32]) -> Result<Section<'a>, Error> {
+        self.attach_table(table)?;
+        Ok(self)
+    }
+
+    /// [`Section::with_table`] in place, as [`Section::attach_index`] is:
+    /// on an error the section is left as it was.
+    pub fn attach_table(&mut self, table: &'a [u32]) -> Result<(), Error> {
         let header = table.get(..HEADER_WORDS).ok_or(Error::BadIndex)?;
         let [magic, num_fdes, num_fres, fre_len, lo, hi, shift, nb, ne, _] = header else {
             return Err(Error::BadIndex);
@@ -432,7 +439,7 @@ impl<'a> Section<'a> {
             hints: &[],
             hint_shift: 32,
         });
-        Ok(self)
+        Ok(())
     }
 
     /// This section with its row table's lookups remembered in `hints`
@@ -442,6 +449,12 @@ impl<'a> Section<'a> {
     /// Any other `hints`, or a section without a table, is returned as it
     /// is: the same answers, without hints.
     pub fn with_hints(mut self, hints: &'a [AtomicU64]) -> Section<'a> {
+        self.attach_hints(hints);
+        self
+    }
+
+    /// [`Section::with_hints`] in place.
+    pub fn attach_hints(&mut self, hints: &'a [AtomicU64]) {
         let n = hints.len();
         if let Some(table) = self.table.as_mut() {
             if n.is_power_of_two() && (2..=1 << 31).contains(&n) {
@@ -449,7 +462,6 @@ impl<'a> Section<'a> {
                 table.hint_shift = 32 - n.trailing_zeros();
             }
         }
-        self
     }
 
     /// Whether lookups use a row table ([`Section::with_table`]).
