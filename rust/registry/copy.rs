@@ -102,9 +102,10 @@ impl SectionCopy {
     pub(super) fn rows_at(&self, sframe_addr: u64) -> Option<sframe::Section<'_>> {
         // From the layout the validation's parse found: the header is not
         // read again (the deferred walk does this per frame).
-        let parsed =
+        let mut parsed =
             sframe::Section::with_layout(&self.bytes, &self.info.layout, sframe_addr).ok()?;
-        Some(self.index.attach(parsed))
+        self.index.attach(&mut parsed);
+        Some(parsed)
     }
 
     /// What the copy is charged against its owner's and the module's byte

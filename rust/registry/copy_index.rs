@@ -152,19 +152,17 @@ impl CopyIndex {
             .saturating_add((self.hints.capacity() as u64).saturating_mul(8))
     }
 
-    /// `section`, parsed from the bytes this index was built for (at any
-    /// address), with lookups through the row table and the index: O(1),
-    /// any context.  One that does not fit (never the case for the copy's
-    /// own bytes) leaves the section without it: slower lookups, the same
-    /// rows.
-    pub(super) fn attach<'a>(&'a self, section: sframe::Section<'a>) -> sframe::Section<'a> {
-        let section = section.with_index(&self.words).unwrap_or(section);
-        if self.table.is_empty() {
-            return section;
-        }
-        match section.with_table(&self.table) {
-            Ok(tabled) => tabled.with_hints(&self.hints),
-            Err(_) => section,
+    /// Gives `section`, parsed from the bytes this index was built for (at
+    /// any address), lookups through the row table and the index: O(1),
+    /// any context, in place.  One that does not fit (never the case for
+    /// the copy's own bytes) leaves the section without it: slower
+    /// lookups, the same rows.
+    pub(super) fn attach<'a>(&'a self, section: &mut sframe::Section<'a>) {
+        // An index that does not fit is not attached: the section stays
+        // as it was.
+        let _ = section.attach_index(&self.words);
+        if !self.table.is_empty() && section.attach_table(&self.table).is_ok() {
+            section.attach_hints(&self.hints);
         }
     }
 }
