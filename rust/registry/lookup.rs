@@ -53,7 +53,7 @@ pub(crate) struct WalkRows<'g> {
     /// The section last used, if it was found.
     last: Option<&'g Section>,
     /// Its bytes, parsed, with the copy's row table and index.  A field
-    /// of its own: [`SectionCopy::rows_at`] writes it in place, where a
+    /// of its own: [`SectionCopy::rows_into`] makes it in place, where a
     /// pair with `last` was built and then copied (200 bytes, twice, for
     /// each change of section).
     parsed: Option<sframe::Section<'g>>,
@@ -91,10 +91,10 @@ impl<'g> WalkRows<'g> {
             .and_then(|state| live_section(state, pc, self.guard));
         // The copy's row table answers this walk's lookups in the section,
         // its index narrows those the table leaves to the decoder.
-        self.parsed = match self.last {
-            Some(s) => s.copy.rows_at(s.sframe_addr),
-            None => None,
-        };
+        match self.last {
+            Some(s) => s.copy.rows_into(s.sframe_addr, &mut self.parsed),
+            None => self.parsed = None,
+        }
     }
 }
 
@@ -158,15 +158,17 @@ impl KeptSections {
 /// stays parsed: a frame in the section of the frame before costs the
 /// range check and the row table's search, as on the sample path; a frame
 /// elsewhere, one RCU read-side section to find its section, and a parse
-/// (two bounds checks, [`SectionCopy::rows_at`]) where the walk has not
+/// (two bounds checks, [`SectionCopy::rows_into`]) where the walk has not
 /// used it yet.  Where a walk crosses more sections than there are slots,
 /// the section of the latest frame is kept here and made again from its
 /// layout for each lookup.
 pub(crate) struct SleepingWalkRows<'k> {
     mm: *const bindings::mm_struct,
     kept: &'k KeptSections,
-    /// The section last used, parsed: its text range, and its rows.
-    current: Option<(u64, u64, sframe::Section<'k>)>,
+    /// The text range of the section last used, where one was kept.
+    current: Option<(u64, u64)>,
+    /// Its rows: its bytes parsed in place ([`SectionCopy::rows_into`]).
+    parsed: Option<sframe::Section<'k>>,
     /// The section last used where no slot was left.
     spilled: Option<Kept>,
 }
@@ -200,6 +202,7 @@ impl<'k> SleepingWalkRows<'k> {
             mm,
             kept,
             current: None,
+            parsed: None,
             spilled: None,
         }
     }
@@ -211,9 +214,9 @@ impl<'k> SleepingWalkRows<'k> {
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
-        if let Some((start, end, parsed)) = &self.current {
-            if (*start..*end).contains(&pc) {
-                return parsed.find_within(pc, budget).ok().flatten();
+        if let Some((start, end)) = self.current {
+            if (start..end).contains(&pc) {
+                return self.parsed.as_ref()?.find_within(pc, budget).ok().flatten();
             }
         }
         if let Some(k) = self.spilled.as_ref().filter(|k| k.covers(pc)) {
@@ -225,8 +228,8 @@ impl<'k> SleepingWalkRows<'k> {
                 .flatten();
         }
         self.switch(pc);
-        if let Some((_, _, parsed)) = &self.current {
-            return parsed.find_within(pc, budget).ok().flatten();
+        if self.current.is_some() {
+            return self.parsed.as_ref()?.find_within(pc, budget).ok().flatten();
         }
         let k = self.spilled.as_ref()?;
         k.copy
@@ -242,16 +245,17 @@ impl<'k> SleepingWalkRows<'k> {
     #[inline(never)]
     fn switch(&mut self, pc: u64) {
         self.current = None;
+        self.parsed = None;
         self.spilled = None;
         let Some(found) = self.find(pc) else {
             return;
         };
         match self.kept.keep(found) {
             Ok(k) => {
-                self.current = k
-                    .copy
-                    .rows_at(k.sframe_addr)
-                    .map(|parsed| (k.text_start, k.text_end, parsed));
+                // A section whose parse fails (never the case for a
+                // validated copy) is current with no rows.
+                self.current = Some((k.text_start, k.text_end));
+                k.copy.rows_into(k.sframe_addr, &mut self.parsed);
             }
             Err(found) => self.spilled = Some(found),
         }
