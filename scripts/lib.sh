@@ -88,6 +88,9 @@ progress_relay() {
 		return
 	fi
 	last=$(progress_get "$name.start")
+	# At once, not after the first second without output: the status
+	# says what is starting even when its first line is already there.
+	progress_show "$label: starting, 0 s${last:+ (the last time: $(duration "$last"))}"
 	while :; do
 		rc=0
 		IFS= read -r -t 1 line || rc=$?
