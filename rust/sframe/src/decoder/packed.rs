@@ -5,10 +5,11 @@
 //! [`Row`] in memory ([`PackedRow::form`]).
 //!
 //! Layout of a value: bits 0-1 the entry's kind (no row, a row, ask the
-//! decoder), then the row's flags, the RA and FP rule kinds, and the CFA,
-//! RA and FP offsets, signed.
+//! decoder), then the row's flags, the RA and FP rule kinds, whether one
+//! read gets both (bit 10), and the CFA, RA and FP offsets, signed.
 
 use super::fre::{CfaRule, Reg, RegRule, Row};
+use super::unwind::PAIR_SPAN;
 
 /// Entry kinds, bits 0-1 of a value.
 pub(super) const KIND_NONE: u64 = 0;
@@ -26,6 +27,10 @@ const FP_SHIFT: u32 = 8;
 const RULE_UNCHANGED: u64 = 0;
 const RULE_AT_CFA: u64 = 1;
 const RULE_UNDEFINED: u64 = 2;
+/// RA and FP both saved at the CFA, at different offsets within
+/// [`PAIR_SPAN`] bytes: one read gets both.  Decided when the row is
+/// packed, so a step on [`PackedForm::FpSaved`] does not check it.
+const PAIR: u64 = 1 << 10;
 /// Offsets: the CFA's in bits 16-39, RA's in 40-51, FP's in 52-63, signed.
 const CFA_OFF_SHIFT: u32 = 16;
 const CFA_OFF_BITS: u32 = 24;
@@ -77,12 +82,20 @@ pub(super) fn pack_row(row: &Row) -> Option<u64> {
     let (ra_kind, ra_off) = pack_rule(row.ra)?;
     let (fp_kind, fp_off) = pack_rule(row.fp)?;
     let flag = |set: bool, bit: u64| if set { bit } else { 0 };
+    let pair = match (row.ra, row.fp) {
+        // Two `i32`s: their difference fits an `i64`.
+        (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) => {
+            ra != fp && i64::from(ra.max(fp)) - i64::from(ra.min(fp)) + 8 <= PAIR_SPAN as i64
+        }
+        _ => false,
+    };
     Some(
         KIND_ROW
             | cfa_fp
             | flag(row.outermost, OUTERMOST)
             | flag(row.signal_frame, SIGNAL_FRAME)
             | flag(row.mangled_ra, MANGLED_RA)
+            | flag(pair, PAIR)
             | ra_kind << RA_SHIFT
             | fp_kind << FP_SHIFT
             | pack_signed(row.cfa.offset, CFA_OFF_BITS)? << CFA_OFF_SHIFT
@@ -114,15 +127,15 @@ impl PackedRow {
 
     /// The row, told apart by the form nearly every row of compiled code
     /// has: the return address saved at the CFA, the caller's FP left in
-    /// its register or saved at the CFA, neither outermost nor a signal
+    /// its register or saved at the CFA next to it, neither outermost nor a signal
     /// frame.  A walk that matches on it, with its step inlined in each
     /// arm, gets a step whose rules are constants but for the offsets;
     /// each form's [`PackedForm::row`] is [`PackedRow::row`].
     #[inline(always)]
     pub fn form(self) -> PackedForm {
-        const SHAPE: u64 = OUTERMOST | SIGNAL_FRAME | 3 << RA_SHIFT | 3 << FP_SHIFT;
+        const SHAPE: u64 = OUTERMOST | SIGNAL_FRAME | PAIR | 3 << RA_SHIFT | 3 << FP_SHIFT;
         const FP_KEPT: u64 = RULE_AT_CFA << RA_SHIFT | RULE_UNCHANGED << FP_SHIFT;
-        const FP_SAVED: u64 = RULE_AT_CFA << RA_SHIFT | RULE_AT_CFA << FP_SHIFT;
+        const FP_SAVED: u64 = RULE_AT_CFA << RA_SHIFT | RULE_AT_CFA << FP_SHIFT | PAIR;
         let v = self.0;
         let common = CommonRow {
             cfa_base: if v & CFA_FP != 0 { Reg::Fp } else { Reg::Sp },
@@ -157,7 +170,9 @@ pub struct CommonRow {
 pub enum PackedForm {
     /// The caller's FP is still in its register.
     FpKept(CommonRow),
-    /// The caller's FP is saved at the CFA plus the offset.
+    /// The caller's FP is saved at the CFA plus the offset, apart from
+    /// the return address and within [`PAIR_SPAN`] bytes of it: one read
+    /// gets both.  (Saved farther apart, the row is [`PackedForm::Other`].)
     FpSaved(CommonRow, i32),
     /// Any other row.
     Other(PackedRow),

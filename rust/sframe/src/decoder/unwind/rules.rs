@@ -4,7 +4,7 @@
 //! pointer (a pair of them in one read), and the frame-pointer step both
 //! ABIs share.
 
-use super::super::{Reg, RegRule, Row};
+use super::super::{CommonRow, Reg, RegRule, Row};
 use super::{Memory, Regs, Stop};
 
 pub(super) fn offset_addr(base: u64, offset: i32) -> Result<u64, Stop> {
@@ -74,6 +74,46 @@ pub(super) fn recover_ra_fp(
         return Ok((None, None));
     };
     Ok((Some(ra), recover(row.fp, cfa, reg_value, fp_now, mem)?))
+}
+
+/// A step on a row of the FP-saved form ([`super::super::PackedForm::FpSaved`]),
+/// its rules known: the CFA (SP or FP plus the offset) strictly above SP
+/// and a multiple of `align` (a power of two), the return address and the
+/// caller's FP in one read, as the architecture's step on the form's row
+/// gives them (neither leaves the return address in a register).
+#[inline(always)]
+pub(super) fn step_saved(
+    common: &CommonRow,
+    fp_offset: i32,
+    regs: &Regs,
+    align: u64,
+    mem: &mut impl Memory,
+) -> Result<Regs, Stop> {
+    let base = match common.cfa_base {
+        Reg::Fp => regs.fp,
+        _ => regs.sp,
+    };
+    let cfa = base
+        .checked_add_signed(i64::from(common.cfa_offset))
+        .ok_or(Stop::CfaNotIncreasing)?;
+    if cfa <= regs.sp {
+        return Err(Stop::CfaNotIncreasing);
+    }
+    if cfa & align.wrapping_sub(1) != 0 {
+        return Err(Stop::Misaligned);
+    }
+    let (pc, fp) = mem
+        .read_pair(
+            offset_addr(cfa, common.ra_offset)?,
+            offset_addr(cfa, fp_offset)?,
+        )
+        .ok_or(Stop::ReadFault)?;
+    Ok(Regs {
+        pc,
+        sp: cfa,
+        fp,
+        lr: 0,
+    })
 }
 
 /// The CFA a row gives: the base register's value plus the offset,
