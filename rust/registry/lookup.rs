@@ -209,6 +209,11 @@ impl<'k> SleepingWalkRows<'k> {
 
     /// The unwind row for `pc`, copied out, the search paid from the
     /// walk's `budget` as [`WalkRows::find_row`] pays it.
+    ///
+    /// Inlined into the walk, as on the sample path: a frame in the
+    /// section of the frame before costs the range check and the row
+    /// table's search; any other, a call.
+    #[inline(always)]
     pub(crate) fn find_row(
         &mut self,
         pc: u64,
@@ -219,6 +224,16 @@ impl<'k> SleepingWalkRows<'k> {
                 return self.parsed.as_ref()?.find_within(pc, budget).ok().flatten();
             }
         }
+        self.find_row_elsewhere(pc, budget)
+    }
+
+    /// [`SleepingWalkRows::find_row`] outside the current section.
+    #[inline(never)]
+    fn find_row_elsewhere(
+        &mut self,
+        pc: u64,
+        budget: &mut sframe::Budget,
+    ) -> Option<sframe::FoundRow> {
         if let Some(k) = self.spilled.as_ref().filter(|k| k.covers(pc)) {
             return k
                 .copy

@@ -124,6 +124,7 @@ impl Rows for &mut WalkRows<'_> {
 /// lookups, the sections used kept by counted references to their copies
 /// and parsed once, the row copied out.
 impl Rows for SleepingWalkRows<'_> {
+    #[inline]
     fn find_row(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
         SleepingWalkRows::find_row(self, pc, budget)
     }
