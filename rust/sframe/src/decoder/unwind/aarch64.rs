@@ -19,8 +19,8 @@
 //! - The CFA, the caller's SP, is 16-byte aligned (the ABI's and the
 //!   hardware's SP alignment).
 
-use super::super::{CfaRule, CommonRow, Reg, RegRule, Row};
-use super::rules::{cfa_of, load, recover_ra_fp, step_saved};
+use super::super::{CfaRule, Reg, RegRule, Row};
+use super::rules::{cfa_of, load, recover_ra_fp};
 use super::{walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits, Walked};
 
 /// The AArch64 rule at a function's first instruction: the return
@@ -165,22 +165,13 @@ struct Aarch64;
 
 impl Arch for Aarch64 {
     const ENTRY_ROW: Row = AARCH64_ENTRY_ROW;
+    // `step_aarch64`'s where the return address is saved, not in the
+    // link register.
+    const CFA_ALIGN: u64 = 16;
 
     #[inline(always)]
     fn step(row: &Row, regs: &Regs, topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_aarch64(row, regs, topmost, mem)
-    }
-
-    #[inline(always)]
-    fn step_saved(
-        common: &CommonRow,
-        fp_offset: i32,
-        regs: &Regs,
-        mem: &mut impl Memory,
-    ) -> Option<Result<Regs, Stop>> {
-        // `step_aarch64`'s checks where the return address is saved (not
-        // in the link register): the CFA above SP, 16-byte aligned.
-        Some(step_saved(common, fp_offset, regs, 16, mem))
     }
 
     fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool {

@@ -4,8 +4,8 @@
 //! `rbp` frame records, `push %rbp` prologues, and glibc's `__restore_rt`
 //! signal trampoline with the `ucontext` at SP.
 
-use super::super::{CfaRule, CommonRow, Reg, RegRule, Row};
-use super::rules::{cfa_of, load, recover_ra_fp, step_saved};
+use super::super::{CfaRule, Reg, RegRule, Row};
+use super::rules::{cfa_of, load, recover_ra_fp};
 use super::{walk_metered, Arch, FrameSource, Lookup, Memory, Regs, Stop, WalkLimits, Walked};
 
 /// The x86-64 rule at a function's first instruction: the return address
@@ -118,21 +118,12 @@ struct Amd64;
 
 impl Arch for Amd64 {
     const ENTRY_ROW: Row = ENTRY_ROW;
+    // `step_amd64`'s.
+    const CFA_ALIGN: u64 = 8;
 
     #[inline(always)]
     fn step(row: &Row, regs: &Regs, _topmost: bool, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_amd64(row, regs, mem)
-    }
-
-    #[inline(always)]
-    fn step_saved(
-        common: &CommonRow,
-        fp_offset: i32,
-        regs: &Regs,
-        mem: &mut impl Memory,
-    ) -> Option<Result<Regs, Stop>> {
-        // `step_amd64`'s checks: the CFA above SP, 8-byte aligned.
-        Some(step_saved(common, fp_offset, regs, 8, mem))
     }
 
     fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool {

@@ -35,8 +35,8 @@ pub use self::amd64::{step_amd64, walk_amd64, walk_amd64_metered, ENTRY_ROW, RT_
 
 pub use self::rules::PAIR_SPAN;
 
-use self::rules::step_frame_record;
-use super::{Budget, CommonRow, FoundRow, PackedForm, Row, MAX_FRES_SCANNED};
+use self::rules::{step_frame_record, step_saved};
+use super::{Budget, FoundRow, PackedForm, Row, MAX_FRES_SCANNED};
 
 /// Reads user memory for the unwinder.
 pub trait Memory {
@@ -341,20 +341,11 @@ pub(super) trait Arch {
     /// The rule at a function's first instruction.
     const ENTRY_ROW: Row;
 
-    /// One step on a row of the FP-saved form ([`PackedForm::FpSaved`]:
-    /// neither outermost nor a signal frame, RA and FP at the CFA, one
-    /// read for both) without making the row, where the architecture has
-    /// one: it must give what [`Arch::step`] gives on the form's row.
-    /// `None` for the step on the row.
-    #[inline(always)]
-    fn step_saved(
-        _common: &CommonRow,
-        _fp_offset: i32,
-        _regs: &Regs,
-        _mem: &mut impl Memory,
-    ) -> Option<Result<Regs, Stop>> {
-        None
-    }
+    /// The alignment the architecture's step asks of a CFA where the
+    /// return address is saved (a power of two): the step on a row of
+    /// the FP-saved form ([`PackedForm::FpSaved`], made without the row
+    /// by `rules::step_saved`) checks it.
+    const CFA_ALIGN: u64;
 
     /// One SFrame step with `row`; `topmost` for the sample's frame and a
     /// frame a signal interrupted, whose registers are all known.
@@ -402,11 +393,11 @@ fn unwind_frame<A: Arch, M: Memory>(
             form @ PackedForm::FpKept(_) => {
                 unwind_with_row::<A, M>(&form.row(), regs, exact, lookup, mem)
             }
-            form @ PackedForm::FpSaved(common, fp_offset) => {
-                match A::step_saved(&common, fp_offset, regs, mem) {
-                    Some(next) => Ok((strip_return_address(next?, lookup), FrameSource::Sframe)),
-                    None => unwind_with_row::<A, M>(&form.row(), regs, exact, lookup, mem),
-                }
+            // Neither outermost nor a signal frame, the return address
+            // saved: the step on the form's row, without making the row.
+            PackedForm::FpSaved(common, fp_offset) => {
+                let next = step_saved(&common, fp_offset, regs, A::CFA_ALIGN, mem)?;
+                Ok((strip_return_address(next, lookup), FrameSource::Sframe))
             }
             form @ PackedForm::Other(_) => {
                 unwind_with_row::<A, M>(&form.row(), regs, exact, lookup, mem)
