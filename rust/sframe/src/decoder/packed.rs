@@ -127,10 +127,10 @@ impl PackedRow {
 
     /// The row, told apart by the form nearly every row of compiled code
     /// has: the return address saved at the CFA, the caller's FP left in
-    /// its register or saved at the CFA next to it, neither outermost nor a signal
-    /// frame.  A walk that matches on it, with its step inlined in each
-    /// arm, gets a step whose rules are constants but for the offsets;
-    /// each form's [`PackedForm::row`] is [`PackedRow::row`].
+    /// its register or saved at the CFA next to it, neither outermost nor
+    /// a signal frame.  A walk that matches on it, with its step inlined
+    /// in each arm, gets a step whose rules are constants but for the
+    /// offsets; each form's [`PackedForm::row`] is [`PackedRow::row`].
     #[inline(always)]
     pub fn form(self) -> PackedForm {
         const SHAPE: u64 = OUTERMOST | SIGNAL_FRAME | PAIR | 3 << RA_SHIFT | 3 << FP_SHIFT;
