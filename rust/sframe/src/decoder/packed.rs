@@ -9,7 +9,7 @@
 //! read gets both (bit 10), and the CFA, RA and FP offsets, signed.
 
 use super::fre::{CfaRule, Reg, RegRule, Row};
-use super::unwind::PAIR_SPAN;
+use super::unwind::in_one_read;
 
 /// Entry kinds, bits 0-1 of a value.
 pub(super) const KIND_NONE: u64 = 0;
@@ -28,8 +28,9 @@ const RULE_UNCHANGED: u64 = 0;
 const RULE_AT_CFA: u64 = 1;
 const RULE_UNDEFINED: u64 = 2;
 /// RA and FP both saved at the CFA, at different offsets within
-/// [`PAIR_SPAN`] bytes: one read gets both.  Decided when the row is
-/// packed, so a step on [`PackedForm::FpSaved`] does not check it.
+/// [`super::unwind::PAIR_SPAN`] bytes ([`in_one_read`]): one read gets
+/// both.  Decided when the row is packed, so a step on
+/// [`PackedForm::FpSaved`] does not check it.
 const PAIR: u64 = 1 << 10;
 /// Offsets: the CFA's in bits 16-39, RA's in 40-51, FP's in 52-63, signed.
 const CFA_OFF_SHIFT: u32 = 16;
@@ -82,13 +83,8 @@ pub(super) fn pack_row(row: &Row) -> Option<u64> {
     let (ra_kind, ra_off) = pack_rule(row.ra)?;
     let (fp_kind, fp_off) = pack_rule(row.fp)?;
     let flag = |set: bool, bit: u64| if set { bit } else { 0 };
-    let pair = match (row.ra, row.fp) {
-        // Two `i32`s: their difference fits an `i64`.
-        (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) => {
-            ra != fp && i64::from(ra.max(fp)) - i64::from(ra.min(fp)) + 8 <= PAIR_SPAN as i64
-        }
-        _ => false,
-    };
+    let pair =
+        matches!((row.ra, row.fp), (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) if in_one_read(ra, fp));
     Some(
         KIND_ROW
             | cfa_fp
@@ -171,8 +167,9 @@ pub enum PackedForm {
     /// The caller's FP is still in its register.
     FpKept(CommonRow),
     /// The caller's FP is saved at the CFA plus the offset, apart from
-    /// the return address and within [`PAIR_SPAN`] bytes of it: one read
-    /// gets both.  (Saved farther apart, the row is [`PackedForm::Other`].)
+    /// the return address and within [`super::unwind::PAIR_SPAN`] bytes
+    /// of it: one read gets both.  (Saved farther apart, the row is
+    /// [`PackedForm::Other`].)
     FpSaved(CommonRow, i32),
     /// Any other row.
     Other(PackedRow),

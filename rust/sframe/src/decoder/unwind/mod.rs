@@ -33,6 +33,7 @@ pub use self::aarch64::{
 };
 pub use self::amd64::{step_amd64, walk_amd64, walk_amd64_metered, ENTRY_ROW, RT_SIGRETURN_INSNS};
 
+pub(crate) use self::rules::in_one_read;
 pub use self::rules::PAIR_SPAN;
 
 use self::rules::{step_frame_record, step_saved};

@@ -40,6 +40,15 @@ pub(super) fn recover(
 /// [`Memory::read_pair`] to read them together.
 pub const PAIR_SPAN: usize = 32;
 
+/// Whether a return address and a frame pointer saved at CFA + `ra` and
+/// CFA + `fp` are read together: apart, and within [`PAIR_SPAN`] bytes.
+/// The walk's step and the row table's packing ask the same question.
+#[inline(always)]
+pub(crate) fn in_one_read(ra: i32, fp: i32) -> bool {
+    // Two `i32`s: their difference fits an `i64`.
+    ra != fp && i64::from(ra.max(fp)) - i64::from(ra.min(fp)) + 8 <= PAIR_SPAN as i64
+}
+
 /// The RA and FP rules of `row` evaluated as [`recover`] evaluates each,
 /// RA first (an undefined RA leaves FP unread: `(None, None)`), but with
 /// one read when both are saved at the CFA within [`PAIR_SPAN`] bytes of
@@ -56,9 +65,7 @@ pub(super) fn recover_ra_fp(
     mem: &mut impl Memory,
 ) -> Result<(Option<u64>, Option<u64>), Stop> {
     if let (RegRule::AtCfa(ra), RegRule::AtCfa(fp)) = (row.ra, row.fp) {
-        // Two `i32`s: their difference fits an `i64`.
-        let span = i64::from(ra.max(fp)) - i64::from(ra.min(fp)) + 8;
-        if ra != fp && span <= PAIR_SPAN as i64 {
+        if in_one_read(ra, fp) {
             let (ra, fp) = mem
                 .read_pair(offset_addr(cfa, ra)?, offset_addr(cfa, fp)?)
                 .ok_or(Stop::ReadFault)?;
