@@ -168,8 +168,8 @@ impl Registry {
 
     /// Registers `req` for `mm` with the copy of `len` bytes the caller's
     /// account filed under `tag`: `ENOENT` (counted, not logged: the
-    /// caller then gives the bytes) if it holds or keeps none.  The
-    /// maintenance done.
+    /// caller then gives the bytes) if it holds or keeps none.  Called
+    /// by [`Registry::register`] once the writer's maintenance is done.
     fn register_by_tag(
         &self,
         mm: &MmWithUser,
