@@ -22,9 +22,10 @@ use super::MAX_FRES_SCANNED;
 /// exhausted and every later charge fails too: the walk ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Budget {
+    /// Units left; 0 once exhausted.
     left: u32,
-    /// The units given: what is spent is this less `left`, so a charge
-    /// updates one count.
+    /// The units given, or once exhausted the units paid: what is spent
+    /// is this less `left`, so a charge updates one count.
     initial: u32,
     max_fres: u32,
     exhausted: bool,
@@ -49,9 +50,14 @@ impl Budget {
 
     /// Pays `units`; `false`, and the budget is exhausted, if they are not
     /// all left (nothing is paid then).
+    ///
+    /// Once exhausted, `left` is 0, so a charge of one unit or more fails
+    /// on the one comparison its success makes too: only a charge of no
+    /// units reads the flag (a constant charge, inlined, does not).
+    #[inline(always)]
     pub fn charge(&mut self, units: u32) -> bool {
-        if self.exhausted || units > self.left {
-            self.exhausted = true;
+        if units > self.left || (units == 0 && self.exhausted) {
+            self.exhaust();
             return false;
         }
         // `units <= left`: it cannot wrap.
@@ -60,7 +66,10 @@ impl Budget {
     }
 
     /// Marks the budget as spent: the caller needed more than was left.
+    /// What was paid stays [`Budget::spent`].
     pub fn exhaust(&mut self) {
+        self.initial = self.spent();
+        self.left = 0;
         self.exhausted = true;
     }
 
@@ -71,16 +80,13 @@ impl Budget {
 
     /// Units still available (none once exhausted).
     pub fn left(&self) -> u32 {
-        if self.exhausted {
-            0
-        } else {
-            self.left
-        }
+        self.left
     }
 
     /// Units paid so far.
     pub fn spent(&self) -> u32 {
-        // `left` only ever decreases from `initial`.
+        // `left` only ever decreases from `initial`, and is 0 when
+        // `initial` becomes what was spent.
         self.initial.wrapping_sub(self.left)
     }
 
@@ -112,5 +118,41 @@ impl<'r> ReschedEvery<'r> {
             (self.resched)();
             self.since = 0;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_charge_pays_nothing_and_every_later_one_fails() {
+        let mut b = Budget::new(5, 10);
+        assert!(b.charge(3));
+        // Two left: the charge fails, nothing is paid.
+        assert!(!b.charge(3));
+        assert_eq!((b.spent(), b.left(), b.exhausted()), (3, 0, true));
+        assert!(!b.charge(1));
+        assert!(!b.charge(0));
+        assert_eq!((b.spent(), b.left(), b.exhausted()), (3, 0, true));
+    }
+
+    #[test]
+    fn spent_to_the_last_unit_is_not_exhausted() {
+        let mut b = Budget::new(2, 10);
+        assert!(b.charge(2));
+        assert_eq!((b.spent(), b.left(), b.exhausted()), (2, 0, false));
+        assert!(b.charge(0));
+        assert!(!b.charge(1));
+        assert_eq!((b.spent(), b.left(), b.exhausted()), (2, 0, true));
+    }
+
+    #[test]
+    fn exhausting_keeps_what_was_paid() {
+        let mut b = Budget::new(9, 10);
+        assert!(b.charge(4));
+        b.exhaust();
+        assert_eq!((b.spent(), b.left(), b.exhausted()), (4, 0, true));
+        assert!(!b.charge(0));
     }
 }
