@@ -47,15 +47,21 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 /// is held for the whole walk, the mm's state is looked up once and the
 /// section last used stays parsed (consecutive frames are mostly in one
 /// object), so a frame costs a range check and the row search.
+///
+/// A section is found live once, where the walk changes to it, and used
+/// for the walk's frames in its range from then on, as the RCU read lock
+/// keeps it: the walk is a snapshot of the registrations as they were
+/// when it reached that section, as it is of the stack.
 pub(crate) struct WalkRows<'g> {
     guard: &'g rcu::Guard,
     state: Option<&'g MmState>,
-    /// The section last used, if it was found.
-    last: Option<&'g Section>,
+    /// The text range of the section last used, empty where none was
+    /// found: its copy, not the section, is read from then on.
+    range: (u64, u64),
     /// Its bytes, parsed, with the copy's row table and index.  A field
     /// of its own: [`SectionCopy::rows_into`] makes it in place, where a
-    /// pair with `last` was built and then copied (200 bytes, twice, for
-    /// each change of section).
+    /// pair with the section was built and then copied (200 bytes, twice,
+    /// for each change of section).
     parsed: Option<sframe::Section<'g>>,
 }
 
@@ -75,8 +81,7 @@ impl<'g> WalkRows<'g> {
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
-        let hit = self.last.is_some_and(|s| s.covers(pc) && s.is_live());
-        if !hit {
+        if !(self.range.0..self.range.1).contains(&pc) {
             self.switch(pc);
         }
         self.parsed.as_ref()?.find_within(pc, budget).ok().flatten()
@@ -86,14 +91,20 @@ impl<'g> WalkRows<'g> {
     /// [`WalkRows::find_row`] searches.
     #[inline(never)]
     fn switch(&mut self, pc: u64) {
-        self.last = self
+        let found = self
             .state
             .and_then(|state| live_section(state, pc, self.guard));
         // The copy's row table answers this walk's lookups in the section,
         // its index narrows those the table leaves to the decoder.
-        match self.last {
-            Some(s) => s.copy.rows_into(s.sframe_addr, &mut self.parsed),
-            None => self.parsed = None,
+        match found {
+            Some(s) => {
+                self.range = (s.text_start, s.text_end);
+                s.copy.rows_into(s.sframe_addr, &mut self.parsed);
+            }
+            None => {
+                self.range = (0, 0);
+                self.parsed = None;
+            }
         }
     }
 }
@@ -303,7 +314,7 @@ pub(crate) fn with_walk_rows<R>(
     f(&mut WalkRows {
         guard: &guard,
         state,
-        last: None,
+        range: (0, 0),
         parsed: None,
     })
 }
