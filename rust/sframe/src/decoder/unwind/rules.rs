@@ -109,12 +109,20 @@ pub(super) fn step_saved(
     if cfa & align.wrapping_sub(1) != 0 {
         return Err(Stop::Misaligned);
     }
-    let (pc, fp) = mem
-        .read_pair(
+    let (ra_addr, fp_addr) = if cfa.wrapping_sub(NO_CARRY_LOW) < NO_CARRY_SPAN {
+        // No `i32` offset carries such a CFA past either end: the two
+        // checks of `offset_addr` cannot fail.
+        (
+            cfa.wrapping_add_signed(i64::from(common.ra_offset)),
+            cfa.wrapping_add_signed(i64::from(fp_offset)),
+        )
+    } else {
+        (
             offset_addr(cfa, common.ra_offset)?,
             offset_addr(cfa, fp_offset)?,
         )
-        .ok_or(Stop::ReadFault)?;
+    };
+    let (pc, fp) = mem.read_pair(ra_addr, fp_addr).ok_or(Stop::ReadFault)?;
     Ok(Regs {
         pc,
         sp: cfa,
@@ -122,6 +130,12 @@ pub(super) fn step_saved(
         lr: 0,
     })
 }
+
+/// [`step_saved`] adds a row's offsets (`i32`) to a CFA in
+/// `NO_CARRY_LOW .. NO_CARRY_LOW + NO_CARRY_SPAN` without checks: neither
+/// can wrap there.  Every user stack is in it.
+const NO_CARRY_LOW: u64 = 1 << 31;
+const NO_CARRY_SPAN: u64 = 1 << 62;
 
 /// The CFA a row gives: the base register's value plus the offset,
 /// loaded from there when the rule dereferences.
