@@ -176,8 +176,9 @@ impl KeptSections {
 pub(crate) struct SleepingWalkRows<'k> {
     mm: *const bindings::mm_struct,
     kept: &'k KeptSections,
-    /// The text range of the section last used, where one was kept.
-    current: Option<(u64, u64)>,
+    /// The text range of the section last used where one was kept;
+    /// empty otherwise.
+    current: (u64, u64),
     /// Its rows: its bytes parsed in place ([`SectionCopy::rows_into`]).
     parsed: Option<sframe::Section<'k>>,
     /// The section last used where no slot was left.
@@ -212,7 +213,7 @@ impl<'k> SleepingWalkRows<'k> {
         Self {
             mm,
             kept,
-            current: None,
+            current: (0, 0),
             parsed: None,
             spilled: None,
         }
@@ -223,67 +224,57 @@ impl<'k> SleepingWalkRows<'k> {
     ///
     /// Inlined into the walk, as on the sample path: a frame in the
     /// section of the frame before costs the range check and the row
-    /// table's search; any other, a call.
+    /// table's search; any other, a call to find its section.  Every
+    /// path ends in the one search, so the row found goes to the step
+    /// as it is, not through a copy where two paths' rows join.
     #[inline(always)]
     pub(crate) fn find_row(
         &mut self,
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
-        if let Some((start, end)) = self.current {
-            if (start..end).contains(&pc) {
-                return self.parsed.as_ref()?.find_within(pc, budget).ok().flatten();
-            }
-        }
-        self.find_row_elsewhere(pc, budget)
-    }
-
-    /// [`SleepingWalkRows::find_row`] outside the current section.
-    #[inline(never)]
-    fn find_row_elsewhere(
-        &mut self,
-        pc: u64,
-        budget: &mut sframe::Budget,
-    ) -> Option<sframe::FoundRow> {
-        if let Some(k) = self.spilled.as_ref().filter(|k| k.covers(pc)) {
-            return k
-                .copy
-                .rows_at(k.sframe_addr)?
-                .find_within(pc, budget)
-                .ok()
-                .flatten();
-        }
-        self.switch(pc);
-        if self.current.is_some() {
-            return self.parsed.as_ref()?.find_within(pc, budget).ok().flatten();
-        }
-        let k = self.spilled.as_ref()?;
-        k.copy
-            .rows_at(k.sframe_addr)?
-            .find_within(pc, budget)
-            .ok()
-            .flatten()
+        let spilled_rows;
+        let rows = if (self.current.0..self.current.1).contains(&pc) || self.switch(pc) {
+            self.parsed.as_ref()
+        } else {
+            // More sections than slots: the section is made again from
+            // its layout for each lookup.
+            spilled_rows = self
+                .spilled
+                .as_ref()
+                .and_then(|k| k.copy.rows_at(k.sframe_addr));
+            spilled_rows.as_ref()
+        };
+        rows?.find_within(pc, budget).ok().flatten()
     }
 
     /// Makes the live section that covers `pc`, if any, the one
-    /// [`SleepingWalkRows::find_row`] searches: kept and parsed, or, with
-    /// no slot left, spilled.
+    /// [`SleepingWalkRows::find_row`] searches: kept and parsed (`true`),
+    /// or, with no slot left, spilled (`false`, and `false` for no
+    /// section).  A spilled section that covers `pc` stays.
     #[inline(never)]
-    fn switch(&mut self, pc: u64) {
-        self.current = None;
+    fn switch(&mut self, pc: u64) -> bool {
+        if self.spilled.as_ref().is_some_and(|k| k.covers(pc)) {
+            return false;
+        }
+        self.current = (0, 0);
         self.parsed = None;
         self.spilled = None;
         let Some(found) = self.find(pc) else {
-            return;
+            return false;
         };
         match self.kept.keep(found) {
             Ok(k) => {
                 // A section whose parse fails (never the case for a
                 // validated copy) is current with no rows.
-                self.current = Some((k.text_start, k.text_end));
+                self.current = (k.text_start, k.text_end);
                 k.copy.rows_into(k.sframe_addr, &mut self.parsed);
+                true
             }
-            Err(found) => self.spilled = Some(found),
+            Err(found) => {
+                self.spilled = Some(found);
+                false
+            }
         }
     }
 
