@@ -254,6 +254,48 @@ long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf
 	return ret ? ret : (long)done;
 }
 
+/*
+ * Counters added to in any context, NMI included, one set per CPU
+ * (rust/abstractions/percpu_counters.rs): a CPU adds to its own with
+ * this_cpu_add(), which is safe against an NMI on the same CPU and shares
+ * no cache line with the other CPUs' walks; a reader sums every possible
+ * CPU's, as vmstat's event counters are read.
+ */
+#include <linux/percpu.h>
+
+struct sframe_percpu_counters {
+	u64 n[SFRAME_PERCPU_COUNTERS];
+};
+static DEFINE_PER_CPU(struct sframe_percpu_counters, sframe_percpu_counters);
+
+void sframe_percpu_counters_add(const u64 *pairs, unsigned int npairs)
+{
+	unsigned int i;
+
+	for (i = 0; i < npairs; i++) {
+		u64 slot = pairs[2 * i], n = pairs[2 * i + 1];
+
+		if (slot < SFRAME_PERCPU_COUNTERS && n)
+			this_cpu_add(sframe_percpu_counters.n[slot], n);
+	}
+}
+
+void sframe_percpu_counters_read(u64 *out, unsigned int count)
+{
+	unsigned int i, slots = min_t(unsigned int, count, SFRAME_PERCPU_COUNTERS);
+	int cpu;
+
+	for (i = 0; i < count; i++)
+		out[i] = 0;
+	for_each_possible_cpu(cpu) {
+		const struct sframe_percpu_counters *c =
+			per_cpu_ptr(&sframe_percpu_counters, cpu);
+
+		for (i = 0; i < slots; i++)
+			out[i] += READ_ONCE(c->n[i]);
+	}
+}
+
 /* The registry's RCU maple tree (rust/abstractions/rcu_maple.rs). */
 #include <linux/maple_tree.h>
 

@@ -352,3 +352,42 @@ mod rcu_maple_tests {
         Ok(())
     }
 }
+
+#[kunit_tests(sframe_unwind_percpu_counters)]
+mod percpu_counters_tests {
+    use crate::abstractions::percpu_counters::{
+        self,
+        SLOTS, //
+    };
+
+    /// Slots the unwinder never adds to (from `SFRAME_UNWIND_COUNT` on):
+    /// no walk running meanwhile changes them.
+    const FIRST_FREE: usize = crate::uapi::SFRAME_UNWIND_COUNT;
+
+    #[test]
+    fn adds_land_in_their_slots_and_sum() {
+        let before = percpu_counters::read::<SLOTS>();
+        percpu_counters::add(&[(FIRST_FREE, 5), (SLOTS - 1, 7), (FIRST_FREE, 0)]);
+        percpu_counters::add(&[(FIRST_FREE, 2)]);
+        let after = percpu_counters::read::<SLOTS>();
+        let pairs = after.iter().zip(before.iter()).enumerate();
+        for (slot, (a, b)) in pairs.skip(FIRST_FREE) {
+            let added = a.wrapping_sub(*b);
+            let expected = match slot {
+                s if s == FIRST_FREE => 7,
+                s if s == SLOTS - 1 => 7,
+                _ => 0,
+            };
+            assert_eq!((slot, added), (slot, expected));
+        }
+    }
+
+    #[test]
+    fn slots_out_of_range_are_ignored_and_read_as_zero() {
+        let before = percpu_counters::read::<SLOTS>();
+        percpu_counters::add(&[(SLOTS, 1), (usize::MAX, 1)]);
+        let wide = percpu_counters::read::<{ SLOTS + 4 }>();
+        assert_eq!(wide[SLOTS..], [0; 4]);
+        assert_eq!(wide[FIRST_FREE..SLOTS], before[FIRST_FREE..]);
+    }
+}

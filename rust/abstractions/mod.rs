@@ -24,6 +24,7 @@ pub(crate) mod ftrace;
 pub(crate) mod keyed_hash;
 pub(crate) mod miscdev;
 pub(crate) mod nowait_mem;
+pub(crate) mod percpu_counters;
 pub(crate) mod ratelimit;
 pub(crate) mod rcu_maple;
 pub(crate) mod sched;

@@ -36,6 +36,15 @@ int sframe_read_user_word(unsigned long addr, u64 *word);
 int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words);
 unsigned long sframe_task_size_max(void);
 
+/*
+ * Counters added to in any context, one set per CPU
+ * (rust/abstractions/percpu_counters.rs).  @pairs holds @npairs
+ * (slot, amount) pairs.
+ */
+#define SFRAME_PERCPU_COUNTERS 32
+void sframe_percpu_counters_add(const u64 *pairs, unsigned int npairs);
+void sframe_percpu_counters_read(u64 *out, unsigned int count);
+
 /* ratelimit_state_init() with the interval in milliseconds. */
 void sframe_ratelimit_init(struct ratelimit_state *rs, int interval_ms, int burst);
 

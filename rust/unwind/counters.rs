@@ -4,40 +4,26 @@
 //! frames by how they were found, walks by how they ended, and the time
 //! spent (`ktime_get_mono_fast_ns()`, NMI-safe).
 //!
-//! A walk tallies locally and adds to the module-wide atomics once at its
-//! end, so the NMI path does a handful of atomic adds per sample.
+//! A walk tallies locally and adds to the counters once at its end, in
+//! one call, to its CPU's own set ([`percpu_counters`]): no atomic
+//! instruction and no cache line shared with the walks of other CPUs.
 
 use crate::{
+    abstractions::percpu_counters,
     sframe::unwind::{
         FrameSource,
         Stop, //
     },
     uapi::*,
 };
-use core::sync::atomic::{
-    AtomicU64,
-    Ordering, //
-};
 
-/// Module-wide unwinder counters, indexed by `SFRAME_UNWIND_*`.
-static COUNTERS: [AtomicU64; SFRAME_UNWIND_COUNT] =
-    [const { AtomicU64::new(0) }; SFRAME_UNWIND_COUNT];
+// Every `SFRAME_UNWIND_*` index has a counter.
+const _: () = assert!(SFRAME_UNWIND_COUNT <= percpu_counters::SLOTS);
 
-/// A snapshot of the counters, indexed by `SFRAME_UNWIND_*`.
+/// The counters, indexed by `SFRAME_UNWIND_*`: each the sum over every
+/// CPU of what its walks added.
 pub(crate) fn snapshot() -> [u64; SFRAME_UNWIND_COUNT] {
-    let mut out = [0u64; SFRAME_UNWIND_COUNT];
-    for (o, c) in out.iter_mut().zip(COUNTERS.iter()) {
-        *o = c.load(Ordering::Relaxed);
-    }
-    out
-}
-
-fn add(index: usize, n: u64) {
-    if n != 0 {
-        if let Some(c) = COUNTERS.get(index) {
-            c.fetch_add(n, Ordering::Relaxed);
-        }
-    }
+    percpu_counters::read()
 }
 
 /// Which of perf's paths a walk serves.
@@ -157,11 +143,8 @@ impl Tally {
         ]
     }
 
-    /// Adds this walk to the module-wide counters: the slots it changes
-    /// only.
+    /// Adds this walk to its CPU's counters: the slots it changes only.
     pub(crate) fn commit(&self, path: Path, stop: Stop, nanos: u64) {
-        for (index, n) in self.adds(path, stop, nanos) {
-            add(index, n);
-        }
+        percpu_counters::add(&self.adds(path, stop, nanos));
     }
 }
