@@ -256,10 +256,9 @@ long sframe_read_user_nowait(struct mm_struct *mm, unsigned long addr, void *buf
 
 /*
  * Counters added to in any context, NMI included, one set per CPU
- * (rust/abstractions/percpu_counters.rs): a CPU adds to its own with
- * this_cpu_add(), which is safe against an NMI on the same CPU and shares
- * no cache line with the other CPUs' walks; a reader sums every possible
- * CPU's, as vmstat's event counters are read.
+ * (rust/abstractions/percpu_counters.rs): a CPU adds to its own set, so
+ * the walks of different CPUs share no cache line; a reader sums every
+ * possible CPU's, as vmstat's event counters are read.
  */
 #include <linux/percpu.h>
 
@@ -268,16 +267,14 @@ struct sframe_percpu_counters {
 };
 static DEFINE_PER_CPU(struct sframe_percpu_counters, sframe_percpu_counters);
 
-void sframe_percpu_counters_add(const u64 *pairs, unsigned int npairs)
+/*
+ * The set of the CPU this runs on, for atomic adds: raw_cpu_ptr(), as a
+ * preemptible caller that moves to another CPU before it adds still adds
+ * atomically, to the set it found.
+ */
+u64 *sframe_percpu_counters_here(void)
 {
-	unsigned int i;
-
-	for (i = 0; i < npairs; i++) {
-		u64 slot = pairs[2 * i], n = pairs[2 * i + 1];
-
-		if (slot < SFRAME_PERCPU_COUNTERS && n)
-			this_cpu_add(sframe_percpu_counters.n[slot], n);
-	}
+	return raw_cpu_ptr(&sframe_percpu_counters)->n;
 }
 
 void sframe_percpu_counters_read(u64 *out, unsigned int count)

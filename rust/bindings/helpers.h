@@ -37,12 +37,11 @@ int sframe_read_user_words(unsigned long a, unsigned long b, u64 *words);
 unsigned long sframe_task_size_max(void);
 
 /*
- * Counters added to in any context, one set per CPU
- * (rust/abstractions/percpu_counters.rs).  @pairs holds @npairs
- * (slot, amount) pairs.
+ * Counters added to in any context, one set of SFRAME_PERCPU_COUNTERS
+ * per CPU (rust/abstractions/percpu_counters.rs).
  */
 #define SFRAME_PERCPU_COUNTERS 32
-void sframe_percpu_counters_add(const u64 *pairs, unsigned int npairs);
+u64 *sframe_percpu_counters_here(void);
 void sframe_percpu_counters_read(u64 *out, unsigned int count);
 
 /* ratelimit_state_init() with the interval in milliseconds. */
