@@ -319,6 +319,14 @@ rootfs_tune() {
 # architecture, under the repository) and bench_out, the benchmark's output
 # directory under $SFRAME_CACHE/out (NAME, NAME-KERNEL, then -arm64).
 # --arch arm64 only where the caller set bench_arm64=1 first.
+# debian_module_dir DK: where scripts/debian-kernel builds this
+# checkout's module for the Debian kernel in DK, one directory per
+# checkout ($SFRAME_TOP): two checkouts' runs at once (a CI clone beside a
+# working tree, benchmarks of two trees) each boot their own module.
+debian_module_dir() {
+	printf '%s/module-%s\n' "$1" "$(printf %s "$SFRAME_TOP" | sha256sum | cut -c1-12)"
+}
+
 bench_kernel() {
 	local name=$1 usage
 	shift
