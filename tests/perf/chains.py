@@ -125,13 +125,38 @@ def arm64(path):
     return recorded_arch(path) == "aarch64"
 
 
+# Where an AArch64 user address keeps its pointer authentication code.
+PAC_BITS = 0xFFFF << 48
+
+
+def without_signed_lr(frames, addrs):
+    """FRAMES without the entry perf's tool adds for an AArch64 sample
+    whose caller is still in the link register, where it is that
+    register's value signed with a pointer authentication code.
+
+    perf 7.3's tool (get_leaf_frame_caller_aarch64(), tools/perf/util/)
+    works the leaf's caller out of the sampled registers and adds it after
+    the leaf unless it equals the entry there.  The module puts that
+    caller there (sframe_unwind's sample_chain_entry()), stripped of its
+    code, as the stock unwinder strips return addresses; the tool's copy,
+    from the register, keeps the code, so the two differ and the tool adds
+    an address nothing maps ([unknown]) before the module's own entry.  A
+    program built with -mbranch-protection=standard shows it in samples
+    taken in a prologue: a tool artifact, taken out here so the chain is
+    judged as the kernel gave it."""
+    if (len(frames) > 2 and frames[1] == ("[unknown]", "[unknown]")
+            and addrs[1] & PAC_BITS and addrs[1] & ~PAC_BITS == addrs[2]):
+        return frames[:1] + frames[2:]
+    return frames
+
+
 def script_samples(path, timed=False):
     """Yield (comm, user frames leaf first as (sym, dso)) for each sample
     of the recording PATH (also used by daemon_chains.py); with TIMED,
     (comm, pid, time in ns, frames)."""
     fields = "comm,pid,time,ip,sym,dso" if timed else "comm,tid,ip,sym,dso"
     out = perf_script(path, "-F", fields, "--no-inline", "--ns")
-    head, frames = None, None
+    head, frames, addrs = None, None, None
     for line in out.splitlines():
         m = FRAME.match(line)
         if m:
@@ -139,10 +164,11 @@ def script_samples(path, timed=False):
             if frames is not None and int(m.group(1), 16) < 1 << 63:
                 sym = re.sub(r"\+0x[0-9a-f]+$", "", m.group(2))
                 frames.append((sym, m.group(3)))
+                addrs.append(int(m.group(1), 16))
             continue
         if frames is not None:
-            yield head + (frames,)
-        head, frames = None, None
+            yield head + (without_signed_lr(frames, addrs),)
+        head, frames, addrs = None, None, None
         if timed:
             t = TIMED.match(line)
             if t:
@@ -150,9 +176,9 @@ def script_samples(path, timed=False):
         elif line.split():
             head = (line.split()[0],)
         if head:
-            frames = []
+            frames, addrs = [], []
     if frames is not None:
-        yield head + (frames,)
+        yield head + (without_signed_lr(frames, addrs),)
 
 
 def samples(path):
