@@ -68,6 +68,15 @@ def at_least(value, goal):
     return None if value is None else value >= goal
 
 
+def judge_pair(pair, goal):
+    """The verdict on a slowdown pair (-F 1000, -F 10000), judged at
+    -F 10000; none where a ratio is missing or not positive (a slowdown
+    that came out negative: a run on the host's clock, not -icount)."""
+    if not pair or any(v is None or v <= 0 for v in pair):
+        return None
+    return at_most(pair[1], goal)
+
+
 def unwind_rows(out):
     """scripts/bench-unwind: the workload's slowdown, module and no-FP
     build over the stock kernel and the FP build, by call graph, rate and
@@ -91,14 +100,14 @@ def unwind_rows(out):
         stamp = when(path)
         g = found.get("g")
         rows.append(Row("-g slowdown ÷ stock kernel's FP, -F 1000 / 10000", where,
-                        fmt_pair(g), "≤ 1.5x", at_most(g and g[1], 1.5), command, stamp))
+                        fmt_pair(g), "≤ 1.5x", judge_pair(g, 1.5), command, stamp))
         if depth:
             rows.append(Row("-g slowdown at 10, 30, 100 frames, -F 10000", where,
                             ", ".join(fmt(d) for d in depth), "(reported)", None, command, stamp))
         if "arm64" not in suffix:
             d = found.get("defer")
             rows.append(Row("fp,defer slowdown ÷ stock fp,defer, -F 1000 / 10000", where,
-                            fmt_pair(d), "≤ 1.5x", at_most(d and d[1], 1.5), command, stamp))
+                            fmt_pair(d), "≤ 1.5x", judge_pair(d, 1.5), command, stamp))
     return rows
 
 
@@ -219,7 +228,10 @@ def fmt(value, digits=2):
 def fmt_pair(pair):
     if not pair:
         return "-"
-    return f"{fmt(pair[0])} / {fmt(pair[1])}"
+    text = f"{fmt(pair[0])} / {fmt(pair[1])}"
+    if any(v is not None and v <= 0 for v in pair):
+        text += " (not -icount?)"
+    return text
 
 
 def by_measure(rows):
