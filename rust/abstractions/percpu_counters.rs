@@ -13,8 +13,8 @@
 //! NMI on the same CPU, and against a task that moves to another CPU
 //! between finding its set and adding (it adds to the set it found, and
 //! the sums are the same).  A reader sums the sets of every possible
-//! CPU.  The sums are not a snapshot: a count added while
-//! they are read may or may not be in them, and counts only grow.
+//! CPU.  The sums are not a snapshot: a count added while they are read
+//! may or may not be in them, and counts only grow.
 
 use super::ffi;
 use core::sync::atomic::{
