@@ -319,12 +319,19 @@ rootfs_tune() {
 # architecture, under the repository) and bench_out, the benchmark's output
 # directory under $SFRAME_CACHE/out (NAME, NAME-KERNEL, then -arm64).
 # --arch arm64 only where the caller set bench_arm64=1 first.
+# checkout_key: a key of this checkout's path ($SFRAME_TOP), for what is
+# kept outside the repository one copy per checkout (cargo's target
+# directory, the guests' output, the Debian module builds).
+checkout_key() {
+	printf %s "$SFRAME_TOP" | sha256sum | cut -c1-12
+}
+
 # debian_module_dir DK: where scripts/debian-kernel builds this
 # checkout's module for the Debian kernel in DK, one directory per
-# checkout ($SFRAME_TOP): two checkouts' runs at once (a CI clone beside a
-# working tree, benchmarks of two trees) each boot their own module.
+# checkout: two checkouts' runs at once (a CI clone beside a working
+# tree, benchmarks of two trees) each boot their own module.
 debian_module_dir() {
-	printf '%s/module-%s\n' "$1" "$(printf %s "$SFRAME_TOP" | sha256sum | cut -c1-12)"
+	printf '%s/module-%s\n' "$1" "$(checkout_key)"
 }
 
 bench_kernel() {
