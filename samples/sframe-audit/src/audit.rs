@@ -606,8 +606,9 @@ struct OwnObject {
     name: *const c_char,
 }
 
-/// Objects of our own namespace we are prepared to register (it has four:
-/// this library, its libc, libgcc_s and the loader).
+/// Objects of our own namespace we are prepared to register (it has three:
+/// this library, its libc and the loader; the unwinder is linked in, see
+/// `build.rs`).
 const MAX_OWN_OBJECTS: usize = 16;
 
 /// The objects of the namespace this library was loaded in: the loader
@@ -924,6 +925,18 @@ mod tests {
         assert_eq!(la_version(1), 1);
         assert_eq!(la_version(2), 2);
         assert_eq!(la_version(7), LAV_CURRENT);
+    }
+
+    #[test]
+    fn a_panic_unwinds_to_catch_unwind_through_the_linked_unwinder() {
+        // build.rs links libgcc_eh instead of libgcc_s, here as in the
+        // library: the entry points still catch a panic of ours.
+        let hook = std::panic::take_hook();
+        std::panic::set_hook(Box::new(|_| {}));
+        let index = std::hint::black_box(3);
+        let caught = catch_unwind(|| [0u8; 2].get(index).copied().expect("out of range"));
+        std::panic::set_hook(hook);
+        assert!(caught.is_err());
     }
 
     #[test]

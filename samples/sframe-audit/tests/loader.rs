@@ -73,3 +73,22 @@ fn every_object_is_located() {
     );
     assert!(!log.contains("skipped"), "{log}");
 }
+
+#[test]
+fn the_auditor_namespace_loads_no_libgcc_s() {
+    // The unwinder is linked into the library (build.rs): an audited
+    // program maps no libgcc_s the program itself does not load.
+    let count = |out: &Output| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter(|l| l.contains("libgcc_s"))
+            .count()
+    };
+    let plain = sh("exec cat /proc/self/maps", false, false);
+    let audited = sh("exec cat /proc/self/maps", true, false);
+    assert!(plain.status.success() && audited.status.success());
+    let log = String::from_utf8_lossy(&audited.stdout);
+    // The library is mapped: the program was audited.
+    assert!(log.contains("libsframe_audit.so"), "{log}");
+    assert_eq!(count(&audited), count(&plain), "{log}");
+}
