@@ -111,6 +111,22 @@ check "run: a dlmopen() namespace's copy is registered too" \
 check "dlclose: the library's section is gone from list" \
 	sections_while_paused close 1 0 open close
 
+# The audit library keeps /dev/sframe and the cache directories open while
+# the loader loads the program, and closes them before the program's code
+# runs; a dlopen() opens and closes its own.  None is left to the program.
+no_descriptor_left() {
+	local fds rc
+	start fds paused env SFRAME_AUDIT_SYNTH=1 XDG_CACHE_HOME="$D/cache" "$CTL" run -- "$DL" "$LIB" open pause || return 1
+	fds=$(ls -l "/proc/$bg/fd")
+	echo "$fds"
+	[ "$(sections_of "$DL")" = 1 ] && [ "$(sections_of "$LIB")" = 1 ] &&
+		! echo "$fds" | grep -q -e /dev/sframe -e sframe-unwind
+	rc=$?
+	stop
+	return $rc
+}
+check "run: no descriptor of the audit library left to the program" no_descriptor_left
+
 reopened_elsewhere() {
 	local first second row start
 	start reopen paused "$CTL" run -- "$DL" "$LIB" open base close block open base pause || return 1

@@ -100,13 +100,46 @@ const SYNTH_CACHED: u8 = 1;
 const SYNTH_UNCACHED: u8 = 2;
 
 /// The cache directory (`None`: no usable one), decided at first use.  Only
-/// its path is kept: the directory is opened per object, so that no
-/// descriptor of ours lives in the program between calls.
+/// its path is kept: the directory is opened once for the program's start
+/// ([`START_KEPT`]) and then per object, so that no descriptor of ours
+/// lives in the program between calls once its code runs.
 static CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
 
 /// The system's cache directory, read before the user's (`None`: none
-/// named), decided at first use and opened per object like the user's.
+/// named), decided at first use and opened like the user's.
 static SYSTEM_CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
+
+/// Whether the program is still being loaded: from our first call until
+/// the loader reports its initial namespace consistent ([`la_activity`]),
+/// which it does once it has mapped and relocated the program's objects
+/// and before it runs any of their code (constructors, then the entry
+/// point).
+static STARTING: AtomicBool = AtomicBool::new(true);
+
+/// `/dev/sframe` and the cache directories, opened at the first object
+/// that needs them while the program is being loaded, and shared by the
+/// objects that follow: the loader calls us for one object at a time, and
+/// no code of the program runs that could close or reuse the descriptors.
+/// Closed when the loader is done ([`end_start`]); after that (a
+/// `dlopen()`, while the program's threads run) each object opens its own
+/// and closes them before returning.
+static START_KEPT: Mutex<Kept> = Mutex::new(Kept {
+    device: None,
+    caches: None,
+});
+
+/// The cache directories, opened: the system's and the user's (`None`: not
+/// usable).
+type OpenCaches = (Option<Cache>, Option<Cache>);
+
+/// See [`START_KEPT`].
+#[derive(Default)]
+struct Kept {
+    /// `None` until an object needs it, or while it cannot be opened.
+    device: Option<Device>,
+    /// `None` until an object without a section of its own needs them.
+    caches: Option<OpenCaches>,
+}
 
 /// Whether our own namespace's objects were registered (at the first
 /// `la_objopen`).
@@ -358,10 +391,35 @@ fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_lon
         debug!("{name}: no PT_GNU_SFRAME, none generated (no PT_GNU_EH_FRAME, or generation off)");
         return 0;
     }
+    if STARTING.load(Ordering::Relaxed) {
+        // Not poisoned unless a registration panicked: then as after the
+        // start.
+        if let Ok(mut kept) = START_KEPT.lock() {
+            let kept = &mut *kept;
+            if kept.device.is_none() {
+                kept.device = device();
+            }
+            let Some(dev) = kept.device.as_ref() else {
+                return 0;
+            };
+            return register_object_in(dev, name, path, layout, lmid, &mut kept.caches);
+        }
+    }
     let Some(dev) = device() else {
         return 0;
     };
-    register_object_in(&dev, name, path, layout, lmid)
+    register_object_in(&dev, name, path, layout, lmid, &mut None)
+}
+
+/// Closes what the program's start kept open ([`START_KEPT`]).
+fn end_start() {
+    let kept = match START_KEPT.lock() {
+        Ok(mut kept) => core::mem::take(&mut *kept),
+        Err(poisoned) => core::mem::take(&mut *poisoned.into_inner()),
+    };
+    if kept.device.is_some() || kept.caches.is_some() {
+        debug!("program loaded: /dev/sframe and the caches closed");
+    }
 }
 
 /// Where registrations go: `/dev/sframe`, or in the start-up benchmark a
@@ -385,13 +443,16 @@ impl Registry for Device {
 }
 
 /// [`register_object`] once the device is open: obtains the section and
-/// registers it in `dev` for every text segment.
+/// registers it in `dev` for every text segment.  `caches` are the cache
+/// directories if an earlier object opened them, else opened here if
+/// needed and left there.
 fn register_object_in(
     dev: &impl Registry,
     name: &str,
     path: Option<&CStr>,
     layout: &Layout,
     lmid: c_long,
+    caches: &mut Option<OpenCaches>,
 ) -> usize {
     let tags = TAGS.load(Ordering::Relaxed);
     // The object's own section, mapped with it (the same bytes at the same
@@ -400,9 +461,9 @@ fn register_object_in(
     let held = match layout.sframe {
         Some(_) => None,
         None => {
-            // Opened once for the object: its cache file's header for a
-            // registration by tag, then, if need be, the whole file.
-            let (system, user) = open_caches();
+            // Its cache file's header for a registration by tag, then, if
+            // need be, the whole file.
+            let (system, user) = caches.get_or_insert_with(open_caches);
             let caches = generated::Caches {
                 system: system.as_ref(),
                 user: user.as_ref(),
@@ -710,9 +771,9 @@ fn synthesize(
     }
 }
 
-/// The system's cache and the user's, each opened for one object (or
-/// `None`); neither if the caches are off (`SFRAME_AUDIT_SYNTH`).
-fn open_caches() -> (Option<Cache>, Option<Cache>) {
+/// The system's cache and the user's, opened (or `None`); neither if the
+/// caches are off (`SFRAME_AUDIT_SYNTH`).
+fn open_caches() -> OpenCaches {
     if SYNTH.load(Ordering::Relaxed) != SYNTH_CACHED {
         return (None, None);
     }
@@ -818,8 +879,10 @@ fn read_environment() {
 pub fn replay_start(registry: &impl Registry) -> usize {
     read_environment();
     let mut cookies = Vec::new();
+    // Shared by the objects, as the library's start shares them.
+    let mut caches = None;
     own_namespace_in(|name, path, layout| {
-        let cookie = register_object_in(registry, name, path, layout, OWN_LMID);
+        let cookie = register_object_in(registry, name, path, layout, OWN_LMID, &mut caches);
         if cookie != 0 {
             remember_own(layout);
         }
@@ -842,7 +905,12 @@ pub fn replay_start(registry: &impl Registry) -> usize {
         if let Some((name, path, layout)) = object_of(entry, LM_ID_BASE) {
             if !registered_in_own_namespace(&layout) {
                 cookies.push(register_object_in(
-                    registry, name, path, &layout, LM_ID_BASE,
+                    registry,
+                    name,
+                    path,
+                    &layout,
+                    LM_ID_BASE,
+                    &mut caches,
                 ));
             }
         }
@@ -896,6 +964,25 @@ pub unsafe extern "C" fn la_objopen(map: *mut LinkMap, lmid: c_long, cookie: *mu
     // SAFETY: `cookie` is our slot for this object, writable.
     unsafe { *cookie = value };
     0
+}
+
+/// `la_activity()`'s `LA_ACT_CONSISTENT`: a namespace's objects are all
+/// mapped (or unmapped).
+const LA_ACT_CONSISTENT: c_uint = 0;
+
+/// The loader changes a namespace's objects.  The first time it reports one
+/// consistent, the program's initial objects are loaded: what the start
+/// kept open is closed before any of the program's code runs.
+///
+/// # Safety
+///
+/// Called by the dynamic loader with the namespace's cookie slot, which
+/// we do not use.
+#[no_mangle]
+pub unsafe extern "C" fn la_activity(_cookie: *mut usize, flag: c_uint) {
+    if flag == LA_ACT_CONSISTENT && STARTING.swap(false, Ordering::Relaxed) {
+        let _ = catch_unwind(end_start);
+    }
 }
 
 /// An object is about to be unmapped (`dlclose()`, or exit): remove it.
