@@ -73,21 +73,44 @@ impl<'a> NowaitUserMemory<'a> {
     /// Reads `buf.len()` bytes at `addr`; `Err(EAGAIN)` if the pages did not
     /// arrive in time or unload came, `Err(EFAULT)` if they are not mapped.
     pub(crate) fn read_all(&mut self, addr: u64, buf: &mut [u8]) -> Result {
+        // SAFETY: `buf` is writable for its length.
+        unsafe { self.read_raw(addr, buf.as_mut_ptr(), buf.len()) }
+    }
+
+    /// Reads `len` bytes at `addr` into a new vector, not zeroed first (a
+    /// table of program headers is read this way at every exec, and a
+    /// zeroing loop cost as much as the read); errors as [`Self::read_all`],
+    /// or `ENOMEM`.
+    pub(crate) fn read_to_vec(&mut self, addr: u64, len: usize) -> Result<KVec<u8>> {
+        let mut buf = KVec::with_capacity(len, GFP_KERNEL)?;
+        let spare = buf.spare_capacity_mut().get_mut(..len).ok_or(ENOMEM)?;
+        // SAFETY: `spare` is the vector's unused capacity, writable for
+        // `len` bytes.
+        unsafe { self.read_raw(addr, spare.as_mut_ptr().cast(), len) }?;
+        // SAFETY: `read_raw` succeeded: it wrote all `len` bytes after the
+        // (empty) vector's length, within its capacity.
+        unsafe { buf.inc_len(len) };
+        Ok(buf)
+    }
+
+    /// [`Self::read_all`] into `len` bytes at `buf`.
+    ///
+    /// # Safety
+    ///
+    /// `buf` is valid for writes of `len` bytes (which need not be
+    /// initialised) for the call.
+    unsafe fn read_raw(&mut self, addr: u64, buf: *mut u8, len: usize) -> Result {
         let addr = usize::try_from(addr).map_err(|_| EFAULT)?;
         let mut waited = 0u32;
         loop {
             // SAFETY: `mm` is a live address space (the reader's borrow);
-            // `buf` is writable for its length; the helper takes the
-            // `mmap_lock` itself and never waits for I/O.
+            // `buf` is writable for `len` bytes (the caller's promise); the
+            // helper takes the `mmap_lock` itself, never waits for I/O and
+            // writes only within `len` bytes.
             let ret = unsafe {
-                ffi::sframe_read_user_nowait(
-                    self.mm.as_raw().cast(),
-                    addr,
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                )
+                ffi::sframe_read_user_nowait(self.mm.as_raw().cast(), addr, buf.cast(), len)
             };
-            if usize::try_from(ret).is_ok_and(|n| n == buf.len()) {
+            if usize::try_from(ret).is_ok_and(|n| n == len) {
                 return Ok(());
             }
             let pending = ret == -(bindings::EAGAIN as isize);

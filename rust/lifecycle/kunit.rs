@@ -17,6 +17,8 @@ mod exec_image_tests {
         bytes: KVec<u8>,
     }
 
+    impl ImageMemory for Image {}
+
     impl Memory for Image {
         fn read_u64(&mut self, addr: u64) -> Option<u64> {
             let mut w = [0u8; 8];
