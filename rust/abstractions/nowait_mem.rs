@@ -28,6 +28,10 @@ use core::sync::atomic::{
     Ordering, //
 };
 use kernel::{
+    alloc::{
+        Allocator,
+        Flags, //
+    },
     bindings,
     mm::MmWithUser,
     prelude::*, //
@@ -77,12 +81,17 @@ impl<'a> NowaitUserMemory<'a> {
         unsafe { self.read_raw(addr, buf.as_mut_ptr(), buf.len()) }
     }
 
-    /// Reads `len` bytes at `addr` into a new vector, not zeroed first (a
-    /// table of program headers is read this way at every exec, and a
-    /// zeroing loop cost as much as the read); errors as [`Self::read_all`],
-    /// or `ENOMEM`.
-    pub(crate) fn read_to_vec(&mut self, addr: u64, len: usize) -> Result<KVec<u8>> {
-        let mut buf = KVec::with_capacity(len, GFP_KERNEL)?;
+    /// Reads `len` bytes at `addr` into a new vector allocated with
+    /// `flags`, not zeroed first (the program headers and the section of a
+    /// program are read this way at every exec, and a zeroing loop cost as
+    /// much as the read); errors as [`Self::read_all`], or `ENOMEM`.
+    pub(crate) fn read_to_vec<A: Allocator>(
+        &mut self,
+        addr: u64,
+        len: usize,
+        flags: Flags,
+    ) -> Result<Vec<u8, A>> {
+        let mut buf = Vec::<u8, A>::with_capacity(len, flags)?;
         let spare = buf.spare_capacity_mut().get_mut(..len).ok_or(ENOMEM)?;
         // SAFETY: `spare` is the vector's unused capacity, writable for
         // `len` bytes.

@@ -106,7 +106,7 @@ pub(crate) trait ImageMemory: Memory {
 /// object, as much as the read.
 impl ImageMemory for NowaitUserMemory<'_> {
     fn read_table(&mut self, addr: u64, len: usize) -> Result<KVec<u8>, ImageError> {
-        self.read_to_vec(addr, len).map_err(|e| {
+        self.read_to_vec(addr, len, GFP_KERNEL).map_err(|e| {
             if e == ENOMEM {
                 ImageError::NoMemory
             } else {

@@ -161,6 +161,9 @@ const CHUNK: usize = 512;
 /// collision costs only sharing, within the owner's own limits.  O(1) in
 /// the section's size: a registration that shares a copy (every start of
 /// a program after the first) hashes 8 KiB, not its libc's whole section.
+/// A section of at most 2 [`KEY_SPAN`] is hashed once, whole: its two
+/// spans would overlap (exec registration of a small program hashed its
+/// bytes twice).
 fn copy_key_with(
     hash_key: &KeyedHash,
     owner: u32,
@@ -170,7 +173,12 @@ fn copy_key_with(
     let mut h = hash_key.seed(u64::from(owner));
     h = hash_key.hash(h, &(len as u64).to_ne_bytes());
     let mut buf = [0u8; CHUNK];
-    for (start, end) in [(0, len.min(KEY_SPAN)), (len.saturating_sub(KEY_SPAN), len)] {
+    let spans = if len <= 2 * KEY_SPAN {
+        [(0, len), (len, len)]
+    } else {
+        [(0, KEY_SPAN), (len - KEY_SPAN, len)]
+    };
+    for (start, end) in spans {
         let mut off = start;
         while off < end {
             let chunk = buf.get_mut(..(end - off).min(CHUNK)).ok_or(FAIL_MEM)?;
