@@ -7,15 +7,19 @@ comm,ip,sym`.  This reads that output and prints, per exec, the
 instructions of the samples under each of the module's entry points (the
 outermost frame of the module in a sample's stack: its task work, its
 unmap watch, its probes) and, under the heaviest entries, the functions
-the samples were in.
+the samples were in, Rust names demangled as frame_cost.py does.
 
     exec_profile.py SCRIPT[.gz] EXECS PERIOD_NS
 """
 
 import collections
 import gzip
+import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from frame_cost import demangle, short_name  # noqa: E402
 
 
 def stacks(lines):
@@ -42,32 +46,14 @@ def ours(sym):
     return "13sframe_unwind" in sym or sym.startswith("sframe_")
 
 
-def short(sym):
-    """A v0-mangled Rust name (perf may show it cut at its start) as the
-    last identifiers of its path, else the name."""
-    if "13sframe_unwind" not in sym and not sym.startswith("_R"):
-        return sym
-    names = []
-    i = 0
-    while i < len(sym):
-        # A back-reference (B<base-62>_), a disambiguator (s<base-62>_) or
-        # a crate's (Cs<base-62>_): no identifier.
-        skip = re.match(r"(?:B|s|Cs)[0-9A-Za-z]*_", sym[i:])
-        if skip and (sym[i] != "s" or sym[i + 1:i + 2] in list("0123456789_")):
-            i += len(skip.group())
-            continue
-        m = re.match(r"\d+", sym[i:])
-        if not m or (i > 0 and sym[i - 1].isdigit()):
-            i += 1
-            continue
-        n, start = int(m.group()), i + len(m.group())
-        ident = sym[start:start + n]
-        if n > 0 and len(ident) == n and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", ident):
-            names.append(ident)
-            i = start + n
-        else:
-            i = start
-    return "::".join(names[-3:]) or sym
+def label(sym, names):
+    """SYM as frame_cost.py names a function (its path's last components),
+    with its generic argument for a generic one: the ftrace callback is
+    told apart by the hook it runs."""
+    full = names.get(sym, sym)
+    name = short_name(full)
+    generic = re.search(r"<([^<>]*)>$", full)
+    return f"{name}<{short_name(generic.group(1))}>" if generic else name
 
 
 def summarize(samples, execs, period):
@@ -83,7 +69,9 @@ def summarize(samples, execs, period):
         if mine:
             entries[mine[-1]] += 1
             leaves[mine[-1]][s[0]] += 1
-    rows = [(short(e), n * per, [(short(l), m * per) for l, m in leaves[e].most_common(8)])
+    names = demangle(set(entries) | {leaf for c in leaves.values() for leaf in c})
+    rows = [(label(e, names), n * per,
+             [(label(l, names), m * per) for l, m in leaves[e].most_common(8)])
             for e, n in entries.most_common()]
     return total * per, rows
 

@@ -56,22 +56,28 @@ def short_name(name):
     return "::".join(parts[-3:])
 
 
+def demangle(names):
+    """{raw: demangled} for the Rust names among NAMES (binutils' c++filt
+    reads Rust's v0 mangling); empty if c++filt cannot be run."""
+    rust = sorted({n for n in names if n.startswith("_R")})
+    try:
+        out = subprocess.run(["c++filt"], input="\n".join(rust), capture_output=True,
+                             text=True, check=True).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        return {}
+    return dict(zip(rust, out)) if len(out) == len(rust) else {}
+
+
 def load_kallsyms(path):
     """Sorted (address, name, raw name) of the guest's /proc/kallsyms,
-    Rust names demangled (binutils' c++filt reads Rust's v0 mangling)."""
+    Rust names demangled (demangle())."""
     syms = []
     with open(path) as f:
         for line in f:
             parts = line.split()
             if len(parts) >= 3:
                 syms.append((int(parts[0], 16), parts[2]))
-    rust = sorted({n for _, n in syms if n.startswith("_R")})
-    try:
-        out = subprocess.run(["c++filt"], input="\n".join(rust), capture_output=True,
-                             text=True, check=True).stdout.splitlines()
-        names = dict(zip(rust, out)) if len(out) == len(rust) else {}
-    except (OSError, subprocess.CalledProcessError):
-        names = {}
+    names = demangle(n for _, n in syms)
     syms = [(a, short_name(names.get(n, n)), n) for a, n in syms]
     syms.sort()
     return syms
