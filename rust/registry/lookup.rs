@@ -48,7 +48,7 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 /// section last used stays parsed (consecutive frames are mostly in one
 /// object), so a frame costs a range check and the row search.
 ///
-/// A section is found live once, where the walk changes to it, and used
+/// A section is found live once, where the walk first reaches it, and used
 /// for the walk's frames in its range from then on, as the RCU read lock
 /// keeps it: the walk is a snapshot of the registrations as they were
 /// when it reached that section, as it is of the stack.
@@ -63,6 +63,12 @@ pub(crate) struct WalkRows<'g> {
     /// pair with the section was built and then copied (200 bytes, twice,
     /// for each change of section).
     parsed: Option<sframe::Section<'g>>,
+    /// The section last found (still kept where a frame without one
+    /// came after it) and the one found before it: a walk that comes back
+    /// to an object it left (a program, its C library, the program's
+    /// `_start`) finds it here, not in the tree.
+    current: Option<&'g Section>,
+    previous: Option<&'g Section>,
 }
 
 impl<'g> WalkRows<'g> {
@@ -91,13 +97,22 @@ impl<'g> WalkRows<'g> {
     /// [`WalkRows::find_row`] searches.
     #[inline(never)]
     fn switch(&mut self, pc: u64) {
-        let found = self
-            .state
-            .and_then(|state| live_section(state, pc, self.guard));
+        // The section left for a frame without one, or the one before.
+        let known = [self.current, self.previous]
+            .into_iter()
+            .flatten()
+            .find(|s| s.covers(pc));
+        let found = known.or_else(|| {
+            self.state
+                .and_then(|state| live_section(state, pc, self.guard))
+        });
         // The copy's row table answers this walk's lookups in the section,
         // its index narrows those the table leaves to the decoder.
         match found {
             Some(s) => {
+                if !self.current.is_some_and(|c| core::ptr::eq(c, s)) {
+                    self.previous = self.current.replace(s);
+                }
                 self.range = (s.text_start, s.text_end);
                 s.copy.rows_into(s.sframe_addr, &mut self.parsed);
             }
@@ -161,6 +176,16 @@ impl KeptSections {
         }
         Err(kept)
     }
+
+    /// The kept section whose text covers `pc`, if any: the first, in the
+    /// order they were kept (the sections of one walk may overlap only
+    /// where an object was replaced while it slept).
+    fn covering(&self, pc: u64) -> Option<&Kept> {
+        self.slots
+            .iter()
+            .map_while(OnceCell::get)
+            .find(|k| k.covers(pc))
+    }
 }
 
 /// The rows of one mm for a walk that may sleep between its lookups (the
@@ -168,13 +193,20 @@ impl KeptSections {
 /// used is kept by a counted reference to its copy ([`KeptSections`]) and
 /// stays parsed: a frame in the section of the frame before costs the
 /// range check and the row table's search, as on the sample path; a frame
-/// elsewhere, one RCU read-side section to find its section, and a parse
-/// (two bounds checks, [`SectionCopy::rows_into`]) where the walk has not
-/// used it yet.  Where a walk crosses more sections than there are slots,
+/// in a section the walk has kept, a parse (two bounds checks,
+/// [`SectionCopy::rows_into`]); a frame elsewhere, one RCU read-side
+/// section to find its section (the mm's state found at the first), and
+/// the parse.  Where a walk crosses more sections than there are slots,
 /// the section of the latest frame is kept here and made again from its
 /// layout for each lookup.
 pub(crate) struct SleepingWalkRows<'k> {
     mm: *const bindings::mm_struct,
+    /// The mm's registrations, from the first lookup on: found in the
+    /// index once per walk, not at every change of section.  A state
+    /// that leaves the index while the walk sleeps has been emptied, and
+    /// stays empty: the walk then finds no section in it, as it would
+    /// find no state.
+    state: Option<Arc<MmState>>,
     kept: &'k KeptSections,
     /// The text range of the section last used where one was kept;
     /// empty otherwise.
@@ -212,6 +244,7 @@ impl<'k> SleepingWalkRows<'k> {
     pub(crate) fn new(mm: *const bindings::mm_struct, kept: &'k KeptSections) -> Self {
         Self {
             mm,
+            state: None,
             kept,
             current: (0, 0),
             parsed: None,
@@ -260,6 +293,14 @@ impl<'k> SleepingWalkRows<'k> {
         self.current = (0, 0);
         self.parsed = None;
         self.spilled = None;
+        // A section this walk has kept is used again without a lookup:
+        // the walk is a snapshot of each section as it was when the walk
+        // reached it, as it is for the frames of the current one.
+        if let Some(k) = self.kept.covering(pc) {
+            self.current = (k.text_start, k.text_end);
+            k.copy.rows_into(k.sframe_addr, &mut self.parsed);
+            return true;
+        }
         let Some(found) = self.find(pc) else {
             return false;
         };
@@ -280,9 +321,12 @@ impl<'k> SleepingWalkRows<'k> {
 
     /// The live section that covers `pc`, with a counted reference to its
     /// copy, if there is one.
-    fn find(&self, pc: u64) -> Option<Kept> {
+    fn find(&mut self, pc: u64) -> Option<Kept> {
         let guard = rcu::Guard::new();
-        let s = live_section(indexed(self.mm, &guard)?, pc, &guard)?;
+        if self.state.is_none() {
+            self.state = Some(indexed(self.mm, &guard)?.clone());
+        }
+        let s = live_section(self.state.as_deref()?, pc, &guard)?;
         // The section holds a reference to its copy until an RCU grace
         // period after it leaves the tree: the count is not zero here.
         Some(Kept {
@@ -307,5 +351,7 @@ pub(crate) fn with_walk_rows<R>(
         state,
         range: (0, 0),
         parsed: None,
+        current: None,
+        previous: None,
     })
 }
