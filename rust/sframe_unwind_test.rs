@@ -51,11 +51,12 @@ mod device {
     mod kunit;
 }
 
-// The unwinder's counters, perf's callchain store, and the hooks'
-// installation against a busy target.
+// The unwinder's counters, perf's callchain store, the deferred trace, and
+// the hooks' installation against a busy target.
 mod unwind {
     #[expect(dead_code, reason = "the module-wide counters are not under test")]
     mod counters;
+    mod deferred_trace;
     #[allow(
         dead_code,
         reason = "the deferred guard and the capability check are not under test"

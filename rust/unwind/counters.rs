@@ -69,13 +69,12 @@ pub(crate) fn source_counter(source: FrameSource) -> Option<usize> {
 
 /// One walk's counts, added to the module-wide counters by [`Tally::commit`].
 ///
-/// A frame costs an increment and a compare: the SFrame frames, most of
-/// any walk, have a field of their own, the other sources share an array
-/// in [`source_counter`]'s order.
+/// A frame an SFrame row gave (most of any walk) and the sample's own PC
+/// cost nothing here: the walk's output counts its frames, and the SFrame
+/// frames are those left when the sample's PC and the frames of other
+/// sources ([`source_counter`]'s order) are taken off.
 #[derive(Default)]
 pub(crate) struct Tally {
-    frames: u64,
-    sframe: u64,
     /// `FRAMES_FP`, `FRAMES_ENTRY` and `FRAMES_SIGNAL`.
     others: [u64; 3],
 }
@@ -84,18 +83,14 @@ pub(crate) struct Tally {
 const OTHERS_FIRST: usize = SFRAME_UNWIND_FRAMES_FP;
 
 impl Tally {
-    /// Counts one emitted frame.
+    /// Counts one emitted frame: only one of a source other than an SFrame
+    /// row (or the link register its row names) or the sample's PC.
     ///
-    /// A walk has at most `u32::MAX` frames: the counts cannot wrap, and
-    /// the walk does not pay for overflow checks on every frame.
+    /// A walk has at most `u32::MAX` frames: the counts cannot wrap.
     #[inline(always)]
     pub(crate) fn frame(&mut self, source: FrameSource) {
-        self.frames = self.frames.wrapping_add(1);
         match source {
-            FrameSource::Sframe | FrameSource::LinkRegister => {
-                self.sframe = self.sframe.wrapping_add(1);
-            }
-            FrameSource::Sample => {}
+            FrameSource::Sframe | FrameSource::LinkRegister | FrameSource::Sample => {}
             _ => self.other_frame(source),
         }
     }
@@ -110,15 +105,16 @@ impl Tally {
         }
     }
 
-    /// The frames counted so far, the sample's included.
-    #[inline(always)]
-    pub(crate) fn frames(&self) -> u64 {
-        self.frames
-    }
-
-    /// What this walk adds, as `(SFRAME_UNWIND_* index, count)` pairs.
-    pub(crate) fn adds(&self, path: Path, stop: Stop, nanos: u64) -> [(usize, u64); 8] {
-        let (walks, frames, ns) = match path {
+    /// What this walk adds, as `(SFRAME_UNWIND_* index, count)` pairs;
+    /// `frames` is how many it emitted, the sample's PC first.
+    pub(crate) fn adds(
+        &self,
+        path: Path,
+        stop: Stop,
+        nanos: u64,
+        frames: u64,
+    ) -> [(usize, u64); 8] {
+        let (walks, frames_slot, ns) = match path {
             Path::Sample => (
                 SFRAME_UNWIND_WALKS_SAMPLE,
                 SFRAME_UNWIND_FRAMES_SAMPLE,
@@ -131,20 +127,26 @@ impl Tally {
             ),
         };
         let [fp, entry, signal] = self.others;
+        let sframe = frames
+            .saturating_sub(frames.min(1))
+            .saturating_sub(fp)
+            .saturating_sub(entry)
+            .saturating_sub(signal);
         [
             (walks, 1),
-            (frames, self.frames),
+            (frames_slot, frames),
             (ns, nanos),
             (end_counter(stop), 1),
-            (SFRAME_UNWIND_FRAMES_SFRAME, self.sframe),
+            (SFRAME_UNWIND_FRAMES_SFRAME, sframe),
             (SFRAME_UNWIND_FRAMES_FP, fp),
             (SFRAME_UNWIND_FRAMES_ENTRY, entry),
             (SFRAME_UNWIND_FRAMES_SIGNAL, signal),
         ]
     }
 
-    /// Adds this walk to its CPU's counters: the slots it changes only.
-    pub(crate) fn commit(&self, path: Path, stop: Stop, nanos: u64) {
-        percpu_counters::add(&self.adds(path, stop, nanos));
+    /// Adds this walk, which emitted `frames`, to its CPU's counters: the
+    /// slots it changes only.
+    pub(crate) fn commit(&self, path: Path, stop: Stop, nanos: u64, frames: u64) {
+        percpu_counters::add(&self.adds(path, stop, nanos, frames));
     }
 }

@@ -67,6 +67,11 @@ impl DeferredTrace<'_> {
         u32::try_from(self.entries.len()).unwrap_or(u32::MAX)
     }
 
+    /// How many entries this call has pushed.
+    pub(crate) fn stored(&self) -> u64 {
+        self.stored as u64
+    }
+
     /// Appends `pc`; `false` when the trace is full.
     #[inline(always)]
     pub(crate) fn push(&mut self, pc: u64) -> bool {

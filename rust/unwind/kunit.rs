@@ -83,9 +83,8 @@ mod counter_tests {
         t.frame(FrameSource::EntryRule);
         t.frame(FrameSource::SignalFrame);
         t.frame(FrameSource::SignalFrame);
-        assert_eq!(t.frames(), 9);
         let mut d = [0u64; SFRAME_UNWIND_COUNT];
-        for (index, n) in t.adds(Path::Deferred, Stop::Outermost, 1234) {
+        for (index, n) in t.adds(Path::Deferred, Stop::Outermost, 1234, 9) {
             d[index] += n;
         }
         let mut want = [0u64; SFRAME_UNWIND_COUNT];
@@ -97,6 +96,17 @@ mod counter_tests {
         want[SFRAME_UNWIND_FRAMES_SIGNAL] = 2;
         want[SFRAME_UNWIND_END_OUTERMOST] = 1;
         want[SFRAME_UNWIND_NS_DEFERRED] = 1234;
+        assert_eq!(d, want);
+
+        // A walk that could store nothing, not even the sample's PC.
+        let mut d = [0u64; SFRAME_UNWIND_COUNT];
+        for (index, n) in Tally::default().adds(Path::Sample, Stop::Consumer, 5, 0) {
+            d[index] += n;
+        }
+        let mut want = [0u64; SFRAME_UNWIND_COUNT];
+        want[SFRAME_UNWIND_WALKS_SAMPLE] = 1;
+        want[SFRAME_UNWIND_END_MAX_FRAMES] = 1;
+        want[SFRAME_UNWIND_NS_SAMPLE] = 5;
         assert_eq!(d, want);
     }
 }
@@ -129,6 +139,7 @@ mod perf_tests {
         SFRAME_UNWIND_END_SIGNAL_LIMIT, //
     };
     use crate::unwind::counters::end_counter;
+    use crate::unwind::deferred_trace::DeferredTrace;
     use crate::unwind::perf::CallchainEntry;
     use kernel::prelude::*;
 
@@ -168,6 +179,7 @@ mod perf_tests {
             assert!(entry.store(0x3000));
             assert_eq!(entry.room(), 0);
             assert!(!entry.store(0x4000));
+            assert_eq!(entry.stored(), 3);
         }
         assert_eq!(ctx.nr, 3);
         assert_eq!(chain.words[..5], [3, 0x1000, 0x2000, 0x3000, 0]);
@@ -222,6 +234,48 @@ mod perf_tests {
         }
         assert_eq!(ctx.nr, 0);
         assert_eq!(chain.words[..2], [0, 0]);
+        Ok(())
+    }
+
+    /// `unwind_user()`'s output: `nr` restarts at zero and counts what
+    /// was pushed, at most `max_entries`, once the trace is dropped.
+    #[test]
+    fn deferred_trace_counts_its_entries_once_dropped() -> Result {
+        let mut words = KBox::new([0usize; 4], GFP_KERNEL)?;
+        let mut raw = ffi::unwind_stacktrace {
+            nr: 7,
+            entries: words.as_mut_ptr().cast(),
+        };
+        {
+            // SAFETY: `raw` and its 4 words outlive `trace`, used by nothing else.
+            let mut trace = unsafe { DeferredTrace::from_raw(&mut raw, 3) };
+            assert_eq!(trace.max_entries(), 3);
+            assert!(trace.push(0x1000));
+            assert!(trace.push(0x2000));
+            assert!(trace.push(0x3000));
+            assert!(!trace.push(0x4000));
+            assert_eq!(trace.stored(), 3);
+        }
+        assert_eq!(raw.nr, 3);
+        assert_eq!(*words, [0x1000, 0x2000, 0x3000, 0]);
+        {
+            // SAFETY: As above.
+            let trace = unsafe { DeferredTrace::from_raw(&mut raw, 3) };
+            assert_eq!(trace.stored(), 0);
+        }
+        assert_eq!(raw.nr, 0);
+        // No entries array: no room, nothing written through it.
+        let mut empty = ffi::unwind_stacktrace {
+            nr: 5,
+            entries: core::ptr::null_mut(),
+        };
+        {
+            // SAFETY: `empty` outlives `trace`; its null `entries` is no room.
+            let mut trace = unsafe { DeferredTrace::from_raw(&mut empty, 3) };
+            assert_eq!(trace.max_entries(), 0);
+            assert!(!trace.push(0x1000));
+        }
+        assert_eq!(empty.nr, 0);
         Ok(())
     }
 

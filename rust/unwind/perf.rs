@@ -84,6 +84,12 @@ impl CallchainEntry<'_> {
         }
     }
 
+    /// How many entries this walk has stored.
+    #[inline(always)]
+    pub(crate) fn stored(&self) -> u64 {
+        self.stored as u64
+    }
+
     /// How many more user entries fit (`max_stack` minus those stored).
     pub(crate) fn room(&self) -> u32 {
         // At most `max_stack`, a `u32`.

@@ -243,14 +243,19 @@ impl SampleUnwinder for SframeUnwinder {
             let mut lookup = RegistryLookup::new(rows, window.reader());
             let mut mem = window.reader();
             arch::walk(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
-                if !entry.store(arch::sample_chain_entry(pc, source, tally.frames())) {
+                if !entry.store(arch::sample_chain_entry(pc, source, entry.stored())) {
                     return false;
                 }
                 tally.frame(source);
                 true
             })
         });
-        tally.commit(Path::Sample, stop, now_ns().saturating_sub(t0));
+        tally.commit(
+            Path::Sample,
+            stop,
+            now_ns().saturating_sub(t0),
+            entry.stored(),
+        );
     }
 }
 
@@ -306,7 +311,12 @@ impl DeferredUnwinder for SframeUnwinder {
             tally.frame(source);
             true
         });
-        tally.commit(Path::Deferred, stop, now_ns().saturating_sub(t0));
+        tally.commit(
+            Path::Deferred,
+            stop,
+            now_ns().saturating_sub(t0),
+            trace.stored(),
+        );
         Ok(())
     }
 }
