@@ -23,6 +23,7 @@ use std::os::fd::FromRawFd;
 use std::os::fd::OwnedFd;
 use std::os::fd::RawFd;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::FileExt;
 use std::path::Path;
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -74,6 +75,17 @@ fn still_mapped(job: &Job) -> bool {
     }
 }
 
+/// Whether the job's memory still reads the first byte of the object's
+/// `.eh_frame_hdr`: not once the process has exited, or executed another
+/// program (its descriptor then reads an address space that is gone).
+fn still_readable(job: &Job) -> bool {
+    let mut byte = [0u8; 1];
+    job.layout
+        .eh_frame_hdr
+        .as_ref()
+        .is_some_and(|hdr| matches!(job.mem.read_at(&mut byte, hdr.start), Ok(1)))
+}
+
 impl GeneratorThread {
     /// Starts the thread, which generates through `disk`.
     pub(crate) fn spawn(disk: DiskSections) -> io::Result<Self> {
@@ -88,11 +100,13 @@ impl GeneratorThread {
                     let result = match disk.generate(&job.mem, &job.layout, job.link.as_deref()) {
                         Some(Ok(gen)) => Ok(gen),
                         // A read error says nothing about the object once
-                        // the process no longer maps it; while it does, it
-                        // does.
+                        // the process no longer maps it, or no longer has
+                        // the address space the job reads; while it does,
+                        // it does.
                         Some(Err(err)) => {
                             let read = matches!(&err, GenerateError::Read(_));
-                            Err((err.to_string(), read && !still_mapped(&job)))
+                            let gone = read && (!still_mapped(&job) || !still_readable(&job));
+                            Err((err.to_string(), gone))
                         }
                         None => Err(("generation is off".into(), false)),
                     };
@@ -209,6 +223,39 @@ mod tests {
         assert!(zombie());
         assert!(Path::new(&format!("/proc/{pid}")).exists());
         assert!(!still_mapped(&job));
+        child.wait().unwrap();
+    }
+
+    /// A process that executed another program still exists, and may map
+    /// something at the same place, but the job's descriptor reads its old
+    /// address space, which is gone: a read error then says nothing about
+    /// the object either.
+    #[test]
+    fn a_process_that_executed_another_program_is_no_longer_readable() {
+        use crate::test_process::{cue, exec_on_cue, wait_for_comm};
+        let mut child = exec_on_cue();
+        let pid = child.id() as i32;
+        wait_for_comm(pid, "sh");
+        let mem = File::open(format!("/proc/{pid}/mem")).unwrap();
+        let maps = crate::maps::read(pid).unwrap();
+        let m = maps
+            .iter()
+            .find(|m| m.maps_file_start() && m.path.ends_with("sh"))
+            .unwrap();
+        let layout = Layout::read_at_header(&mem, m.range.start).unwrap();
+        assert!(layout.eh_frame_hdr.is_some());
+        let job = Job {
+            key: "test".into(),
+            pid,
+            mem,
+            layout,
+            link: None,
+        };
+        assert!(still_readable(&job));
+        cue(&mut child);
+        assert!(still_mapped(&job));
+        assert!(!still_readable(&job));
+        child.kill().unwrap();
         child.wait().unwrap();
     }
 }

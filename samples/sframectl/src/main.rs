@@ -26,6 +26,8 @@ mod section;
 mod section_lru;
 mod status;
 mod synth;
+#[cfg(test)]
+mod test_process;
 
 use anyhow::Result;
 use clap::Parser;

@@ -41,6 +41,7 @@ use std::fs::File;
 use std::io;
 use std::ops::Range;
 use std::os::fd::AsFd;
+use std::os::unix::fs::FileExt;
 
 /// SFrame sections larger than this are not read (the module's default
 /// limit is far below; a corrupt header must not make us allocate GiBs).
@@ -219,13 +220,51 @@ pub(crate) struct Process {
     pub(crate) maps: Vec<Mapping>,
 }
 
+/// How often [`Process::open`] opens a process again that executed
+/// another program while it was being opened.
+const OPEN_TRIES: usize = 4;
+
+/// Whether `mem` reads the address space `maps` describes: the first
+/// byte of its first readable file mapping can be read.
+///
+/// `/proc/PID/mem` reads the address space the process had when it was
+/// opened.  A process that executes another program between that and the
+/// read of its maps (a shell runs its last command in its own process)
+/// leaves the descriptor on its old address space, which reads nothing
+/// once the new one replaced it, while the maps describe the new one:
+/// every object read through it would fail as if its CFI were unreadable.
+fn mem_is_current(mem: &File, maps: &[Mapping]) -> bool {
+    let Some(probe) = maps
+        .iter()
+        .find(|m| m.perms.starts_with('r') && m.path.starts_with('/'))
+    else {
+        // Nothing to read: nothing will be.
+        return true;
+    };
+    let mut byte = [0u8; 1];
+    matches!(mem.read_at(&mut byte, probe.range.start), Ok(1))
+}
+
 impl Process {
     /// Opens process `pid`; errors are the kernel's, for the caller to tell
-    /// a process that is gone from one we may not act on.
+    /// a process that is gone from one we may not act on.  Its memory and
+    /// maps are of one address space ([`mem_is_current`]): a process that
+    /// executed another program meanwhile is opened again, up to
+    /// [`OPEN_TRIES`] times, then taken for gone (`ESRCH`).
     pub(crate) fn open(pid: i32) -> io::Result<Self> {
-        let mem = File::open(format!("/proc/{pid}/mem"))?;
-        let maps = maps::read(pid)?;
-        Ok(Self { pid, mem, maps })
+        Self::open_with(pid, || File::open(format!("/proc/{pid}/mem")))
+    }
+
+    /// [`Process::open`], `/proc/PID/mem` opened by `open_mem`.
+    fn open_with(pid: i32, mut open_mem: impl FnMut() -> io::Result<File>) -> io::Result<Self> {
+        for _ in 0..OPEN_TRIES {
+            let mem = open_mem()?;
+            let maps = maps::read(pid)?;
+            if mem_is_current(&mem, &maps) {
+                return Ok(Self { pid, mem, maps });
+            }
+        }
+        Err(io::Error::from_raw_os_error(libc::ESRCH))
     }
 
     /// Registers every object whose first mapping `wanted` accepts (each
@@ -260,9 +299,9 @@ impl Process {
 
 pub(crate) fn register(pid: i32, fallback: Fallback) -> Result<()> {
     let dev = kernel::open()?;
-    let mem = kernel::open_proc(pid, "mem", "register")?;
-    let maps = maps::read(pid).map_err(|err| kernel::explain(err, "register", Some(pid)))?;
-    let process = Process { pid, mem, maps };
+    // The kernel's refusal to open the memory, explained, before the rest.
+    drop(kernel::open_proc(pid, "mem", "register")?);
+    let process = Process::open(pid).map_err(|err| kernel::explain(err, "register", Some(pid)))?;
     let mut sections = DiskSections::new(fallback);
     let tally = process
         .register(&dev, &mut sections, &mut |_| true, &mut print_report)
@@ -461,5 +500,41 @@ mod tests {
             found_self |= layout.text().iter().any(|t| t.contains(&here));
         }
         assert!(found_self);
+    }
+
+    #[test]
+    fn a_process_that_executed_another_program_is_opened_again() {
+        use crate::test_process::{cue, exec_on_cue, wait_for_comm};
+        let mut child = exec_on_cue();
+        let pid = child.id() as i32;
+        wait_for_comm(pid, "sh");
+        // Opened on the shell's address space, then the shell executes
+        // sleep: that descriptor reads nothing of the new one.
+        let stale = File::open(format!("/proc/{pid}/mem")).unwrap();
+        cue(&mut child);
+        let maps = maps::read(pid).unwrap();
+        assert!(!mem_is_current(&stale, &maps));
+        // The first open gives the stale descriptor; the next, a new one.
+        let mut stale = Some(stale);
+        let mut opened = 0;
+        let process = Process::open_with(pid, || {
+            opened += 1;
+            match stale.take() {
+                Some(mem) => Ok(mem),
+                None => File::open(format!("/proc/{pid}/mem")),
+            }
+        })
+        .unwrap();
+        assert_eq!(opened, 2);
+        assert!(mem_is_current(&process.mem, &process.maps));
+        assert!(process.maps.iter().any(|m| m.path.ends_with("/sleep")));
+        // A descriptor that never reads the maps' address space (as if
+        // the process executed again at every open) is taken for gone.
+        let err = Process::open_with(pid, || File::open("/dev/null"))
+            .err()
+            .unwrap();
+        assert_eq!(err.raw_os_error(), Some(libc::ESRCH));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 }

@@ -24,7 +24,6 @@ use sframe_audit::identity::Identity;
 use sframe_audit::image::Layout;
 use std::collections::BTreeMap;
 use std::collections::HashMap;
-use std::collections::HashSet;
 
 /// Objects the generator refused, remembered so as not to try again.
 const MAX_FAILED: usize = 4096;
@@ -62,7 +61,8 @@ pub(crate) struct SectionLru {
     /// Objects being generated, with the (process, object start) that
     /// wait for them.
     pending: HashMap<String, Vec<(i32, u64)>>,
-    failed: HashSet<String>,
+    /// Objects the generator refused, with its reason.
+    failed: HashMap<String, String>,
 }
 
 impl SectionLru {
@@ -76,7 +76,7 @@ impl SectionLru {
             stats: LruStats::default(),
             generator,
             pending: HashMap::new(),
-            failed: HashSet::new(),
+            failed: HashMap::new(),
         }
     }
 
@@ -93,12 +93,12 @@ impl SectionLru {
                 Ok(gen) => self.insert(done.key, gen.section, gen.base, gen.digest),
                 // The process went away: another one that waits asks again.
                 Err((_, true)) => {}
-                Err((_, false)) => {
+                Err((why, false)) => {
                     self.stats.failed += 1;
                     if self.failed.len() >= MAX_FAILED {
                         self.failed.clear();
                     }
-                    self.failed.insert(done.key);
+                    self.failed.insert(done.key, why);
                 }
             }
         }
@@ -163,19 +163,23 @@ impl SectionLru {
     }
 }
 
+/// The name of `object`'s section in the cache: its build-id, else its
+/// file; an object with neither is generated for its process alone.
+fn key_of(object: &Object<'_>, layout: &Layout) -> String {
+    Identity::build_id(object.mem, layout)
+        .or_else(|| Identity::file(object.link?))
+        .map_or_else(
+            || format!("p-{}-{:x}", object.pid, object.start),
+            |id| id.as_str().to_owned(),
+        )
+}
+
 impl Sections for SectionLru {
     fn obtain(&mut self, object: &Object<'_>, layout: &Layout) -> Obtained {
         if self.generator.is_none() {
             return Obtained::Off;
         }
-        // An object with neither a build-id nor a file we can name is
-        // generated for this process alone.
-        let key = Identity::build_id(object.mem, layout)
-            .or_else(|| Identity::file(object.link?))
-            .map_or_else(
-                || format!("p-{}-{:x}", object.pid, object.start),
-                |id| id.as_str().to_owned(),
-            );
+        let key = key_of(object, layout);
         if let Some((section, base, digest)) = self.get(&key) {
             self.stats.hits += 1;
             return Obtained::Ready(Generated {
@@ -186,8 +190,8 @@ impl Sections for SectionLru {
                 miss: None,
             });
         }
-        if self.failed.contains(&key) {
-            return Obtained::Failed("the generator refused it before".into());
+        if let Some(why) = self.failed.get(&key) {
+            return Obtained::Failed(format!("the generator refused it before: {why}"));
         }
         let waiting = self.pending.entry(key.clone()).or_default();
         waiting.push((object.pid, object.start));
@@ -232,18 +236,23 @@ mod tests {
         SectionLru::new(cap, None)
     }
 
-    #[test]
-    fn a_miss_is_generated_beside_and_served_after() {
+    /// A cache in front of a generator thread.
+    fn generating() -> SectionLru {
         let synth = Fallback {
             synth: true,
             cache: false,
         };
         let generator = GeneratorThread::spawn(DiskSections::new(synth)).unwrap();
-        let mut c = SectionLru::new(64 << 20, Some(generator));
+        SectionLru::new(64 << 20, Some(generator))
+    }
+
+    /// This test program's own object: its memory, where it starts, its
+    /// layout and a link to its file.
+    fn this_object() -> (File, u64, Layout, CString) {
         let pid = std::process::id() as i32;
         let mem = File::open("/proc/self/mem").unwrap();
         let maps = crate::maps::read(pid).unwrap();
-        let here = a_miss_is_generated_beside_and_served_after as *const () as u64;
+        let here = this_object as *const () as u64;
         let owner = crate::maps::owner(&maps, here).unwrap();
         let start = maps
             .iter()
@@ -252,7 +261,14 @@ mod tests {
             .max()
             .unwrap();
         let layout = Layout::read_at_header(&mem, start).unwrap();
-        let link = CString::new("/proc/self/exe").unwrap();
+        (mem, start, layout, CString::new("/proc/self/exe").unwrap())
+    }
+
+    #[test]
+    fn a_miss_is_generated_beside_and_served_after() {
+        let mut c = generating();
+        let pid = std::process::id() as i32;
+        let (mem, start, layout, link) = this_object();
         let object = Object {
             pid,
             mem: &mem,
@@ -273,6 +289,29 @@ mod tests {
         assert!(matches!(c.obtain(&object, &layout), Obtained::Ready(_)));
         let s = c.stats();
         assert_eq!((s.misses, s.hits, s.entries), (1, 1, 1));
+    }
+
+    /// An object the generator refused is not sent to it again, and
+    /// whoever asks for it is told why it was refused.
+    #[test]
+    fn a_refusal_is_remembered_with_its_reason() {
+        let mut c = generating();
+        let (mem, start, layout, link) = this_object();
+        let object = Object {
+            pid: std::process::id() as i32,
+            mem: &mem,
+            start,
+            link: Some(&link),
+        };
+        c.failed
+            .insert(key_of(&object, &layout), "no PT_GNU_EH_FRAME".into());
+        match c.obtain(&object, &layout) {
+            Obtained::Failed(why) => {
+                assert_eq!(why, "the generator refused it before: no PT_GNU_EH_FRAME");
+            }
+            _ => panic!("not refused"),
+        }
+        assert_eq!(c.stats().misses, 0);
     }
 
     #[test]
