@@ -319,24 +319,6 @@ void *sframe_mt_erase(struct maple_tree *mt, unsigned long index, bool *erased)
 }
 
 /*
- * The entry whose range contains @index, as mtree_load() finds it, with that
- * range in @first and @last; where there is none, NULL and the range around
- * @index that holds no entry.  Under the caller's RCU read lock: mas_walk()
- * walks again from the root when it meets a node a writer replaced.
- */
-void *sframe_mt_walk(struct maple_tree *mt, unsigned long index, unsigned long *first,
-		     unsigned long *last)
-{
-	MA_STATE(mas, mt, index, index);
-	void *entry;
-
-	entry = mas_walk(&mas);
-	*first = mas.index;
-	*last = mas.last;
-	return entry;
-}
-
-/*
  * Empties a tree without allocating: calls take() on every entry under the
  * tree lock, then frees the nodes (through RCU in RCU mode) under the same
  * lock, so no other writer sees a half-emptied tree.  The loop is bounded by

@@ -99,29 +99,6 @@ mod rcu_maple_tests {
         Ok(())
     }
 
-    /// A load that finds nothing gives the range around its index that
-    /// holds nothing: between two ranges, before the first, after the
-    /// last, and the whole space in an empty tree.
-    #[test]
-    fn load_or_gap_gives_the_empty_range() -> Result {
-        let t = tree()?;
-        let g = rcu::Guard::new();
-        assert_eq!(t.load_or_gap(0x1234, &g).err(), Some(0..=usize::MAX));
-        drop(g);
-        assert!(t.insert_range(0x1000, 0x1fff, Value(1)).is_ok());
-        assert!(t.insert_range(0x3000, 0x3fff, Value(2)).is_ok());
-        let g = rcu::Guard::new();
-        assert_eq!(t.load_or_gap(0x1800, &g).map(|v| v.0), Ok(1));
-        assert_eq!(t.load_or_gap(0x3000, &g).map(|v| v.0), Ok(2));
-        assert_eq!(t.load_or_gap(0x2000, &g).err(), Some(0x2000..=0x2fff));
-        assert_eq!(t.load_or_gap(0x2fff, &g).err(), Some(0x2000..=0x2fff));
-        assert_eq!(t.load_or_gap(0, &g).err(), Some(0..=0xfff));
-        assert_eq!(t.load_or_gap(0x4000, &g).err(), Some(0x4000..=usize::MAX));
-        drop(g);
-        t.clear(drop);
-        Ok(())
-    }
-
     /// A slot holds one value, lends it under RCU, and releases it after a
     /// grace period once taken out, or when dropped full.
     #[test]

@@ -30,7 +30,6 @@
 use core::marker::PhantomData;
 use core::mem::ManuallyDrop;
 use core::ops::Deref;
-use core::ops::RangeInclusive;
 use core::sync::atomic::{
     AtomicPtr,
     Ordering, //
@@ -221,32 +220,6 @@ impl<T: TreeValue> RcuMapleTree<T> {
         // SAFETY: By the type invariants a non-null entry is a live node; it
         // is freed only after a grace period that `_guard` holds off.
         unsafe { ptr.cast::<Node<T>>().as_ref() }.map(|node| &*node.value)
-    }
-
-    /// [`RcuMapleTree::load`], or, where no value's range contains
-    /// `index`, the range around it that holds none (`first..=last`).
-    pub(crate) fn load_or_gap<'a>(
-        &'a self,
-        index: usize,
-        _guard: &'a rcu::Guard,
-    ) -> Result<&'a T, RangeInclusive<usize>> {
-        let (mut first, mut last) = (index, index);
-        // SAFETY: The tree is initialised; the RCU read lock is held; the
-        // helper writes the two words given.
-        let ptr = unsafe {
-            crate::abstractions::ffi::sframe_mt_walk(
-                self.tree.get().cast(),
-                index,
-                &mut first,
-                &mut last,
-            )
-        };
-        // SAFETY: As in `load`: a non-null entry is a live node, freed only
-        // after a grace period that `_guard` holds off.
-        match unsafe { ptr.cast::<Node<T>>().as_ref() } {
-            Some(node) => Ok(&*node.value),
-            None => Err(first..=last),
-        }
     }
 
     /// Calls `f` for every value whose range lies in or overlaps

@@ -53,8 +53,6 @@ void sframe_cond_resched(void);
 /* The RCU maple tree (rust/abstractions/rcu_maple.rs). */
 struct maple_tree;
 void *sframe_mt_erase(struct maple_tree *mt, unsigned long index, bool *erased);
-void *sframe_mt_walk(struct maple_tree *mt, unsigned long index, unsigned long *first,
-		     unsigned long *last);
 void sframe_mt_take_all(struct maple_tree *mt, void (*take)(void *entry, void *arg), void *arg);
 
 /* Registry accounting (rust/abstractions/keyed_hash.rs, cred.rs). */

@@ -70,15 +70,6 @@ impl<T: TreeValue> Locked<T> {
         self.tree.load(index, guard)
     }
 
-    /// See [`RcuMapleTree::load_or_gap`].  Any context.
-    pub(super) fn load_or_gap<'a>(
-        &'a self,
-        index: usize,
-        guard: &'a rcu::Guard,
-    ) -> Result<&'a T, core::ops::RangeInclusive<usize>> {
-        self.tree.load_or_gap(index, guard)
-    }
-
     /// See [`RcuMapleTree::for_each`].  Any context.
     pub(super) fn for_each<'a>(
         &'a self,

@@ -55,9 +55,8 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 pub(crate) struct WalkRows<'g> {
     guard: &'g rcu::Guard,
     state: Option<&'g MmState>,
-    /// The text range of the section last used, or of the gap between
-    /// sections the last frame was in ([`section_or_gap`]), where
-    /// [`WalkRows::parsed`] is `None`.
+    /// The text range of the section last used, empty where none was
+    /// found: its copy, not the section, is read from then on.
     range: (u64, u64),
     /// Its bytes, parsed, with the copy's row table and index.  A field
     /// of its own: [`SectionCopy::rows_into`] makes it in place, where a
@@ -103,61 +102,36 @@ impl<'g> WalkRows<'g> {
             .into_iter()
             .flatten()
             .find(|s| s.covers(pc));
-        let found = match (known, self.state) {
-            (Some(s), _) => Ok(s),
-            (None, Some(state)) => section_or_gap(state, pc, self.guard),
-            (None, None) => Err(EVERYWHERE),
-        };
+        let found = known.or_else(|| {
+            self.state
+                .and_then(|state| live_section(state, pc, self.guard))
+        });
         // The copy's row table answers this walk's lookups in the section,
         // its index narrows those the table leaves to the decoder.
         match found {
-            Ok(s) => {
+            Some(s) => {
                 if !self.current.is_some_and(|c| core::ptr::eq(c, s)) {
                     self.previous = self.current.replace(s);
                 }
                 self.range = (s.text_start, s.text_end);
                 s.copy.rows_into(s.sframe_addr, &mut self.parsed);
             }
-            // No rows for the frames of the gap, without a lookup each.
-            Err(gap) => {
-                self.range = gap;
+            None => {
+                self.range = (0, 0);
                 self.parsed = None;
             }
         }
     }
 }
 
-/// Text where no section of the state is: a range the walk's frames skip
-/// the lookup in (empty: none known).
-type Gap = (u64, u64);
-
-/// No section anywhere: the mm has no registrations.
-const EVERYWHERE: Gap = (0, u64::MAX);
-
-/// The live section of `state` that covers `pc`, in its tree or in what it
-/// adopted at fork; or, where there is none, the text around `pc` that no
-/// section covers, as far as the tree says (nothing where a retired
-/// section is, or where the state adopted sections at fork): frames there
-/// (a JIT's, an object never registered) are then not looked up one by
-/// one.
-fn section_or_gap<'g>(
-    state: &'g MmState,
-    pc: u64,
-    guard: &'g rcu::Guard,
-) -> Result<&'g Section, Gap> {
-    let Ok(index) = usize::try_from(pc) else {
-        return Err((0, 0));
-    };
-    match state.sections.load_or_gap(index, guard) {
-        Ok(s) if s.is_live() => Ok(s),
-        found => match state.adopted.get(guard) {
-            Some(set) => set.find(pc).filter(|s| s.is_live()).ok_or((0, 0)),
-            None => match found {
-                Err(gap) => Err((*gap.start() as u64, (*gap.end() as u64).saturating_add(1))),
-                Ok(_) => Err((0, 0)),
-            },
-        },
-    }
+/// The live section of `state` that covers `pc`: in its tree, or in what
+/// it adopted at fork.
+fn live_section<'g>(state: &'g MmState, pc: u64, guard: &'g rcu::Guard) -> Option<&'g Section> {
+    state
+        .sections
+        .load(usize::try_from(pc).ok()?, guard)
+        .filter(|s| s.is_live())
+        .or_else(|| state.adopted.get(guard)?.find(pc).filter(|s| s.is_live()))
 }
 
 /// How many sections a walk that may sleep keeps parsed ([`KeptSections`]):
@@ -241,9 +215,6 @@ pub(crate) struct SleepingWalkRows<'k> {
     parsed: Option<sframe::Section<'k>>,
     /// The section last used where no slot was left.
     spilled: Option<Kept>,
-    /// The gap between sections ([`section_or_gap`]) the last lookup
-    /// without a section found, empty for none.
-    gap: Gap,
 }
 
 /// A section a walk keeps.
@@ -278,7 +249,6 @@ impl<'k> SleepingWalkRows<'k> {
             current: (0, 0),
             parsed: None,
             spilled: None,
-            gap: (0, 0),
         }
     }
 
@@ -331,15 +301,8 @@ impl<'k> SleepingWalkRows<'k> {
             k.copy.rows_into(k.sframe_addr, &mut self.parsed);
             return true;
         }
-        if (self.gap.0..self.gap.1).contains(&pc) {
+        let Some(found) = self.find(pc) else {
             return false;
-        }
-        let found = match self.find(pc) {
-            Ok(found) => found,
-            Err(gap) => {
-                self.gap = gap;
-                return false;
-            }
         };
         match self.kept.keep(found) {
             Ok(k) => {
@@ -357,19 +320,16 @@ impl<'k> SleepingWalkRows<'k> {
     }
 
     /// The live section that covers `pc`, with a counted reference to its
-    /// copy, or the gap around `pc` ([`section_or_gap`]).
-    fn find(&mut self, pc: u64) -> Result<Kept, Gap> {
+    /// copy, if there is one.
+    fn find(&mut self, pc: u64) -> Option<Kept> {
         let guard = rcu::Guard::new();
-        let state = match &self.state {
-            Some(state) => state,
-            None => self
-                .state
-                .insert(indexed(self.mm, &guard).ok_or(EVERYWHERE)?.clone()),
-        };
-        let s = section_or_gap(state, pc, &guard)?;
+        if self.state.is_none() {
+            self.state = Some(indexed(self.mm, &guard)?.clone());
+        }
+        let s = live_section(self.state.as_deref()?, pc, &guard)?;
         // The section holds a reference to its copy until an RCU grace
         // period after it leaves the tree: the count is not zero here.
-        Ok(Kept {
+        Some(Kept {
             text_start: s.text_start,
             text_end: s.text_end,
             sframe_addr: s.sframe_addr,
