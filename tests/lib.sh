@@ -178,6 +178,20 @@ reload_while_churning() {
 	return $rc
 }
 
+# in_memory FILE...: the system's files FILE... and the objects they load
+# (ldd) copied up into the tmpfs of the guest's /usr overlay (touch copies
+# a file up whole), so that runs read them from memory: the 9p root keeps
+# no page cache.  Anything outside /usr (the tests' own files, in /tmp or
+# the shared directories) is left where it is.
+in_memory() {
+	local f real
+	for f in "$@" $(ldd "$@" 2>/dev/null |
+		awk '/=>/ { print $3; next } NF > 1 && $1 ~ /^\// { print $1 }' | sort -u); do
+		real=$(readlink -f "$f")
+		case $real in /usr/*) touch "$real" ;; esac
+	done
+}
+
 # wait_for SECONDS CMD...: CMD until it succeeds, at most SECONDS seconds.
 wait_for() {
 	local end=$((SECONDS + $1))
