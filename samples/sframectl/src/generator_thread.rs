@@ -232,11 +232,8 @@ mod tests {
     /// the object either.
     #[test]
     fn a_process_that_executed_another_program_is_no_longer_readable() {
-        use crate::test_process::{cue, exec_on_cue, wait_for_comm};
-        let mut child = exec_on_cue();
-        let pid = child.id() as i32;
-        wait_for_comm(pid, "sh");
-        let mem = File::open(format!("/proc/{pid}/mem")).unwrap();
+        use crate::test_process::{cue, exec_on_cue};
+        let (mut child, pid, mem) = exec_on_cue();
         let maps = crate::maps::read(pid).unwrap();
         let m = maps
             .iter()

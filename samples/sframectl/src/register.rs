@@ -504,13 +504,10 @@ mod tests {
 
     #[test]
     fn a_process_that_executed_another_program_is_opened_again() {
-        use crate::test_process::{cue, exec_on_cue, wait_for_comm};
-        let mut child = exec_on_cue();
-        let pid = child.id() as i32;
-        wait_for_comm(pid, "sh");
+        use crate::test_process::{cue, exec_on_cue};
         // Opened on the shell's address space, then the shell executes
         // sleep: that descriptor reads nothing of the new one.
-        let stale = File::open(format!("/proc/{pid}/mem")).unwrap();
+        let (mut child, pid, stale) = exec_on_cue();
         cue(&mut child);
         let maps = maps::read(pid).unwrap();
         assert!(!mem_is_current(&stale, &maps));

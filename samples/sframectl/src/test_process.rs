@@ -2,23 +2,29 @@
 
 //! Test helpers: a child process that executes another program on cue.
 
+use std::fs::File;
 use std::process::Child;
 use std::process::Command;
 use std::process::Stdio;
 use std::time::Duration;
 
-/// A child that runs `sh`, then, once a line is written to its stdin,
-/// executes `sleep` in the same process.
-pub(crate) fn exec_on_cue() -> Child {
-    Command::new("sh")
+/// A child that runs `sh`, then, once a line is written to its stdin
+/// ([`cue`]), executes `sleep` in the same process; its pid, and its
+/// `/proc/PID/mem` opened while it runs `sh`.
+pub(crate) fn exec_on_cue() -> (Child, i32, File) {
+    let child = Command::new("sh")
         .args(["-c", "read cue; exec sleep 30"])
         .stdin(Stdio::piped())
         .spawn()
-        .unwrap()
+        .unwrap();
+    let pid = child.id() as i32;
+    wait_for_comm(pid, "sh");
+    let mem = File::open(format!("/proc/{pid}/mem")).unwrap();
+    (child, pid, mem)
 }
 
 /// Waits until process `pid` runs `name`.
-pub(crate) fn wait_for_comm(pid: i32, name: &str) {
+fn wait_for_comm(pid: i32, name: &str) {
     for _ in 0..500 {
         let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
         if comm.trim_end() == name {
