@@ -225,7 +225,9 @@ pub(crate) struct Process {
 const OPEN_TRIES: usize = 4;
 
 /// Whether `mem` reads the address space `maps` describes: the first
-/// byte of its first readable file mapping can be read.
+/// byte of its first readable mapping of a file's start (an object's ELF
+/// header, the program's as a rule; not a device's, whose memory
+/// `/proc/PID/mem` may not read at all) can be read.
 ///
 /// `/proc/PID/mem` reads the address space the process had when it was
 /// opened.  A process that executes another program between that and the
@@ -234,10 +236,12 @@ const OPEN_TRIES: usize = 4;
 /// once the new one replaced it, while the maps describe the new one:
 /// every object read through it would fail as if its CFI were unreadable.
 fn mem_is_current(mem: &File, maps: &[Mapping]) -> bool {
-    let Some(probe) = maps
-        .iter()
-        .find(|m| m.perms.starts_with('r') && m.path.starts_with('/'))
-    else {
+    let Some(probe) = maps.iter().find(|m| {
+        m.perms.starts_with('r')
+            && m.maps_file_start()
+            && m.path.starts_with('/')
+            && !m.path.starts_with("/dev/")
+    }) else {
         // Nothing to read: nothing will be.
         return true;
     };
