@@ -160,21 +160,15 @@ impl KeptSections {
         }
     }
 
-    /// `kept`, in a slot of its own or in the one that already holds the
-    /// same copy at the same place; `Err(kept)` when every slot holds
-    /// another.
+    /// `kept`, in the first empty slot, for the rest of the walk;
+    /// `Err(kept)` when every slot is full.  The walk asks only for a
+    /// section no slot covers ([`KeptSections::covering`] first), so none
+    /// holds it already.
     fn keep(&self, kept: Kept) -> Result<&Kept, Kept> {
-        for slot in &self.slots {
-            if let Some(k) = slot.get() {
-                if k.same_as(&kept) {
-                    return Ok(k);
-                }
-                continue;
-            }
-            // An empty slot: filled with `kept`, for the rest of the walk.
-            return Ok(slot.get_or_init(|| kept));
+        match self.slots.iter().find(|slot| slot.get().is_none()) {
+            Some(slot) => Ok(slot.get_or_init(|| kept)),
+            None => Err(kept),
         }
-        Err(kept)
     }
 
     /// The kept section whose text covers `pc`, if any: the first, in the
@@ -228,14 +222,6 @@ struct Kept {
 impl Kept {
     fn covers(&self, pc: u64) -> bool {
         (self.text_start..self.text_end).contains(&pc)
-    }
-
-    /// The same copy registered at the same place.
-    fn same_as(&self, other: &Kept) -> bool {
-        core::ptr::eq(&*self.copy, &*other.copy)
-            && self.sframe_addr == other.sframe_addr
-            && self.text_start == other.text_start
-            && self.text_end == other.text_end
     }
 }
 
