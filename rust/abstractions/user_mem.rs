@@ -18,7 +18,10 @@ use crate::{
     abstractions::ffi,
     sframe::unwind::Memory, //
 };
-use core::marker::PhantomData;
+use core::{
+    marker::PhantomData,
+    mem::MaybeUninit, //
+};
 use kernel::{
     types::NotThreadSafe,
     uaccess::{
@@ -114,10 +117,8 @@ impl Memory for NmiUserMemory<'_> {
             return Some((self.checked_word(a)?, self.checked_word(b)?));
         }
         let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
-        let mut words = [0u64; 2];
-        // SAFETY: `words` is writable for two words; as for `read_u64`.
-        let err = unsafe { ffi::sframe_read_user_words(a, b, words.as_mut_ptr()) };
-        (err == 0).then_some((words[0], words[1]))
+        // SAFETY: As for `read_u64`.
+        unsafe { read_user_words(a, b) }
     }
 
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
@@ -181,10 +182,8 @@ impl Memory for FaultingUserMemory<'_> {
     fn read_pair(&mut self, a: u64, b: u64) -> Option<(u64, u64)> {
         might_fault();
         let (a, b) = (usize::try_from(a).ok()?, usize::try_from(b).ok()?);
-        let mut words = [0u64; 2];
-        // SAFETY: `words` is writable for two words; as for `read_u64`.
-        let err = unsafe { ffi::sframe_read_user_words(a, b, words.as_mut_ptr()) };
-        (err == 0).then_some((words[0], words[1]))
+        // SAFETY: As for `read_u64`.
+        unsafe { read_user_words(a, b) }
     }
 
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
@@ -201,6 +200,30 @@ impl Memory for FaultingUserMemory<'_> {
             .read_slice(buf)
             .is_ok()
     }
+}
+
+/// The words at user addresses `a` and `b`, read in one user access
+/// section: `None` if either is not readable.  Not zeroed first: the
+/// helper writes both when it returns 0, and nothing is read otherwise.
+///
+/// # Safety
+///
+/// The caller may read user memory with `__get_user()` here: inside an
+/// open [`UserWindow`] that said plain reads may go ahead (page faults
+/// disabled), or where a page fault may sleep.
+#[inline(always)]
+unsafe fn read_user_words(a: usize, b: usize) -> Option<(u64, u64)> {
+    let mut words = MaybeUninit::<[u64; 2]>::uninit();
+    // SAFETY: `words` is writable for two words. The helper reads only
+    // user addresses (`access_ok()`), in a context the caller vouches
+    // for.
+    let err = unsafe { ffi::sframe_read_user_words(a, b, words.as_mut_ptr().cast()) };
+    if err != 0 {
+        return None;
+    }
+    // SAFETY: The helper returned 0: it wrote both words.
+    let [first, second] = unsafe { words.assume_init() };
+    Some((first, second))
 }
 
 /// Says that the caller may take a page fault: with
