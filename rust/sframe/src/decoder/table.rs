@@ -147,8 +147,9 @@ impl Table<'_> {
     #[inline(always)]
     fn entry(&self, found: u32) -> Option<Result<Option<PackedRow>, Error>> {
         let i = usize::try_from(found).ok()?.checked_mul(2)?;
-        let value = match (self.values.get(i), self.values.get(i.wrapping_add(1))) {
-            (Some(&lo), Some(&hi)) => u64::from(lo) | u64::from(hi) << 32,
+        // One bounds check for the pair.
+        let value = match self.values.get(i..i.checked_add(2)?) {
+            Some(&[lo, hi]) => u64::from(lo) | u64::from(hi) << 32,
             _ => return None,
         };
         match value & KIND_MASK {
