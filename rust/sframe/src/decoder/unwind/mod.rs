@@ -491,12 +491,7 @@ fn walk_metered<A: Arch, M: Memory>(
         mem,
         budget: Budget::new(limits.max_work, limits.max_fres),
     };
-    let mut frames: u32 = 0;
-    let stop = walk_frames::<A, M>(regs, limits, lookup, &mut mem, &mut |pc, source| {
-        // At most `max_frames` calls: this cannot wrap.
-        frames = frames.wrapping_add(1);
-        emit(pc, source)
-    });
+    let (stop, frames) = walk_frames::<A, M>(regs, limits, lookup, &mut mem, emit);
     let stop = if mem.budget.exhausted() {
         Stop::Budget
     } else {
@@ -509,42 +504,49 @@ fn walk_metered<A: Arch, M: Memory>(
     }
 }
 
+/// The walk of [`walk_metered`]: why it stopped, and how many frames it
+/// gave `emit` (the one it refused included), counted by the loop's own
+/// counter.
 fn walk_frames<A: Arch, M: Memory>(
     regs: Regs,
     limits: &WalkLimits,
     lookup: &mut impl Lookup,
     mem: &mut Metered<'_, M>,
     emit: &mut impl FnMut(u64, FrameSource) -> bool,
-) -> Stop {
+) -> (Stop, u32) {
     if limits.max_frames == 0 {
-        return Stop::MaxFrames;
+        return (Stop::MaxFrames, 0);
     }
+    let mut emitted: u32 = 1;
     if !emit(regs.pc, FrameSource::Sample) {
-        return Stop::Consumer;
+        return (Stop::Consumer, emitted);
     }
     let mut regs = regs;
     let mut exact = true;
     let mut span_base = regs.sp;
     let mut signal_frames: u32 = 0;
-    for _ in 1..limits.max_frames {
+    let stop = loop {
+        if emitted >= limits.max_frames {
+            break Stop::MaxFrames;
+        }
         let (next, source) = match unwind_frame::<A, M>(&regs, exact, lookup, mem) {
             Ok(step) => step,
-            Err(stop) => return stop,
+            Err(stop) => break stop,
         };
         if mem.budget.exhausted() {
             // A value the budget could not pay for may have steered the
             // step (a lookup that gave up looks like no coverage).
-            return Stop::Budget;
+            break Stop::Budget;
         }
         if next.pc == 0 {
-            return Stop::Outermost;
+            break Stop::Outermost;
         }
         if next.pc >= lookup.user_addr_end() {
-            return Stop::BadReturnAddress;
+            break Stop::BadReturnAddress;
         }
         if source == FrameSource::SignalFrame {
             if signal_frames >= limits.max_signal_frames {
-                return Stop::SignalLimit;
+                break Stop::SignalLimit;
             }
             signal_frames = signal_frames.wrapping_add(1);
             // The interrupted stack may be anywhere (sigaltstack).
@@ -556,17 +558,19 @@ fn walk_frames<A: Arch, M: Memory>(
             // is not topmost, so a walk cannot stand still twice.
             let may_stay = source == FrameSource::LinkRegister;
             if next.sp < regs.sp || (next.sp == regs.sp && !may_stay) {
-                return Stop::CfaNotIncreasing;
+                break Stop::CfaNotIncreasing;
             }
             if next.sp.saturating_sub(span_base) > limits.max_span {
-                return Stop::SpanExceeded;
+                break Stop::SpanExceeded;
             }
             exact = false;
         }
+        // Below `max_frames`: this cannot wrap.
+        emitted = emitted.wrapping_add(1);
         if !emit(next.pc, source) {
-            return Stop::Consumer;
+            break Stop::Consumer;
         }
         regs = next;
-    }
-    Stop::MaxFrames
+    };
+    (stop, emitted)
 }
