@@ -56,7 +56,8 @@ pub(crate) struct WalkRows<'g> {
     guard: &'g rcu::Guard,
     state: Option<&'g MmState>,
     /// The text range of the section last used, empty where none was
-    /// found: its copy, not the section, is read from then on.
+    /// found: its copy, not the section, is read from then on.  Every
+    /// address, with no rows, for a walk of an mm without state.
     range: (u64, u64),
     /// Its bytes, parsed, with the copy's row table and index.  A field
     /// of its own: [`SectionCopy::rows_into`] makes it in place, where a
@@ -203,7 +204,7 @@ pub(crate) struct SleepingWalkRows<'k> {
     state: Option<Arc<MmState>>,
     kept: &'k KeptSections,
     /// The text range of the section last used where one was kept;
-    /// empty otherwise.
+    /// empty otherwise.  Every address, with no rows, for a null mm.
     current: (u64, u64),
     /// Its rows: its bytes parsed in place ([`SectionCopy::rows_into`]).
     parsed: Option<sframe::Section<'k>>,
@@ -227,12 +228,13 @@ impl Kept {
 
 impl<'k> SleepingWalkRows<'k> {
     /// The rows of `mm`, for one walk, its sections kept in `kept`.
+    /// A null `mm` has no rows: no lookup is made.
     pub(crate) fn new(mm: *const bindings::mm_struct, kept: &'k KeptSections) -> Self {
         Self {
             mm,
             state: None,
             kept,
-            current: (0, 0),
+            current: initial_range(mm.is_null()),
             parsed: None,
             spilled: None,
         }
@@ -324,6 +326,17 @@ impl<'k> SleepingWalkRows<'k> {
     }
 }
 
+/// The range a walk's rows start with: empty, so that the first lookup
+/// finds its section; or, for a walk that can find none (no state, no
+/// mm), every address, with no rows, so that no lookup ever looks.
+fn initial_range(finds_nothing: bool) -> (u64, u64) {
+    if finds_nothing {
+        (0, u64::MAX)
+    } else {
+        (0, 0)
+    }
+}
+
 /// Runs `f` with the rows of `mm`, under one RCU read-side critical
 /// section: `f` must not sleep (the sample path, NMI included).
 pub(crate) fn with_walk_rows<R>(
@@ -335,7 +348,7 @@ pub(crate) fn with_walk_rows<R>(
     f(&mut WalkRows {
         guard: &guard,
         state,
-        range: (0, 0),
+        range: initial_range(state.is_none()),
         parsed: None,
         current: None,
         previous: None,

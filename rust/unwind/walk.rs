@@ -100,6 +100,17 @@ pub(crate) fn set_fp_only(on: bool) {
     FP_ONLY.store(on, Ordering::Relaxed);
 }
 
+/// The mm whose rows a walk of the current task looks up: its own, or
+/// none (a null pointer: the walk's rows then find nothing, without a
+/// lookup) in the [`FP_ONLY`] mode, read once a walk, not on every frame.
+fn rows_mm() -> *const kernel::bindings::mm_struct {
+    if FP_ONLY.load(Ordering::Relaxed) {
+        core::ptr::null()
+    } else {
+        current_task::mm()
+    }
+}
+
 /// How far above the sampled SP (or the SP a signal frame restored) a
 /// caller's frame may be: well beyond the default 8 MiB stack limit, and a
 /// bound on the work of a walk through a corrupt stack.
@@ -137,8 +148,6 @@ struct RegistryLookup<R: Rows, M: Memory> {
     mem: M,
     /// One past the highest user address on this machine.
     user_end: u64,
-    /// [`FP_ONLY`] when the walk began: read once, not on every frame.
-    fp_only: bool,
 }
 
 impl<R: Rows, M: Memory> RegistryLookup<R, M> {
@@ -147,7 +156,6 @@ impl<R: Rows, M: Memory> RegistryLookup<R, M> {
             rows,
             mem,
             user_end: user_mem::user_addr_end(),
-            fp_only: FP_ONLY.load(Ordering::Relaxed),
         }
     }
 }
@@ -163,9 +171,6 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
 
     #[inline]
     fn found_within(&mut self, pc: u64, budget: &mut Budget) -> Option<FoundRow> {
-        if self.fp_only {
-            return None;
-        }
         self.rows.find_row(pc, budget)
     }
 
@@ -227,9 +232,9 @@ impl SampleUnwinder for SframeUnwinder {
     fn callchain_user(entry: &mut CallchainEntry<'_>, regs: &UserRegs) {
         let t0 = now_ns();
         let start = start_regs(regs);
-        // Non-null with sections: `accept` checked, and an mm cannot
-        // change under its running task.
-        let mm = current_task::mm();
+        // Non-null with sections (`accept` checked, and an mm cannot
+        // change under its running task), unless the mode is FP only.
+        let mm = rows_mm();
         // The original stores the PC even when the chain is full (and the
         // store fails): one frame at least, so the first store is tried. The
         // work budget bounds the time spent here, in NMI or IRQ context (or
@@ -292,9 +297,9 @@ impl DeferredUnwinder for SframeUnwinder {
         };
         let t0 = now_ns();
         let start = start_regs(&regs);
-        // Non-null with sections: `accept` checked, and an mm cannot
-        // change under its running task.
-        let mm = current_task::mm();
+        // Non-null with sections (`accept` checked, and an mm cannot
+        // change under its running task), unless the mode is FP only.
+        let mm = rows_mm();
         // `accept` checked that faults are allowed here; the registry returns
         // rows by value, so no RCU read lock is held across a fault.
         // The sections the walk uses, kept (and parsed) until its end.
