@@ -51,13 +51,16 @@
 //! context (NMI included, on any CPU): each slot remembers the last key
 //! (the PC minus the first function's start) hashed to it and the entry
 //! its search found, in one word, written and read whole with relaxed
-//! atomics.  A slot whose key matches gives the entry without the bucket
-//! words and the search (one unit of budget); any other falls back to
-//! the search, which then writes the slot.  A slot is only ever written
-//! with an entry the search found for its key in the same table, so a
-//! match is always the right entry; the entry index is still read with a
-//! bounds check, so even a wrong word could make a lookup wrong, never
-//! panic.
+//! atomics: the key's complement in the high half, the entry's index
+//! plus one in the low half.  A slot whose key matches gives the entry
+//! without the bucket words and the search (one unit of budget); any
+//! other falls back to the search, which then writes the slot.  A slot
+//! is only ever written with an entry the search found for its key in
+//! the same table, so a match is always the right entry; the entry index
+//! is still read with a bounds check, so even a wrong word could make a
+//! lookup wrong, never panic.  An empty slot (zero) matches the key
+//! `0xffff_ffff` alone, and its entry, none, sends that lookup to the
+//! decoder: the complement spares the hit its test for an empty slot.
 
 use super::budget::{Budget, ReschedEvery};
 use super::fre::RawFre;
@@ -501,12 +504,13 @@ impl<'a> Section<'a> {
             .and_then(|k| Some((k, table.hint_slot(k)?)));
         if let Some((k, slot)) = slot {
             let word = slot.load(Ordering::Relaxed);
-            let found = (word & 0xffff_ffff) as u32;
-            if (word >> 32) as u32 == k && found != 0 {
+            if (word >> 32) as u32 == !k {
                 if !budget.charge(1) {
                     return Some(Err(Error::BudgetExhausted));
                 }
-                return table.entry(found.wrapping_sub(1));
+                // An empty slot's entry (none, 0) wraps to an index out
+                // of bounds: the decoder answers.
+                return table.entry(((word & 0xffff_ffff) as u32).wrapping_sub(1));
             }
         }
         let nb = table.buckets.len().wrapping_sub(1);
@@ -545,7 +549,7 @@ impl<'a> Section<'a> {
             return Some(Ok(None));
         }
         if let Some((k, slot)) = slot {
-            slot.store(u64::from(k) << 32 | u64::from(l), Ordering::Relaxed);
+            slot.store(u64::from(!k) << 32 | u64::from(l), Ordering::Relaxed);
         }
         table.entry(l.wrapping_sub(1))
     }
