@@ -61,12 +61,16 @@ const DWARF_FP: u16 = 29;
 const DWARF_LR: u16 = 30;
 const DWARF_SP: u16 = 31;
 
-/// The value of `reg` in `regs`; the link register only in a topmost frame.
-fn reg_value(reg: Reg, regs: &Regs, topmost: bool) -> Result<u64, Stop> {
+/// The value of `reg` in a frame whose SP and FP are `sp` and `fp`, and
+/// whose link register is `lr` where known (a topmost frame only).  By
+/// value: a rule evaluated out of line does not take the address of the
+/// walk's registers, which then stay in machine registers from one frame
+/// to the next.
+fn reg_value(reg: Reg, sp: u64, fp: u64, lr: Option<u64>) -> Result<u64, Stop> {
     match reg {
-        Reg::Sp | Reg::Dwarf(DWARF_SP) => Ok(regs.sp),
-        Reg::Fp | Reg::Dwarf(DWARF_FP) => Ok(regs.fp),
-        Reg::Dwarf(DWARF_LR) if topmost => Ok(regs.lr),
+        Reg::Sp | Reg::Dwarf(DWARF_SP) => Ok(sp),
+        Reg::Fp | Reg::Dwarf(DWARF_FP) => Ok(fp),
+        Reg::Dwarf(DWARF_LR) => lr.ok_or(Stop::Unsupported),
         Reg::Dwarf(_) => Err(Stop::Unsupported),
     }
 }
@@ -91,7 +95,8 @@ pub fn step_aarch64(
     if row.outermost {
         return Err(Stop::Outermost);
     }
-    let value = |r| reg_value(r, regs, topmost);
+    let (sp, fp, lr) = (regs.sp, regs.fp, topmost.then_some(regs.lr));
+    let value = move |r| reg_value(r, sp, fp, lr);
     let cfa = cfa_of(row, value, mem)?;
     let ra_in_lr = ra_in_lr(row);
     if cfa < regs.sp || (cfa == regs.sp && !(topmost && ra_in_lr)) {
@@ -100,8 +105,7 @@ pub fn step_aarch64(
     if cfa & 15 != 0 {
         return Err(Stop::Misaligned);
     }
-    let lr = topmost.then_some(regs.lr);
-    let (pc, fp) = recover_ra_fp(row, cfa, value, lr, Some(regs.fp), mem)?;
+    let (pc, fp) = recover_ra_fp(row, cfa, value, lr, Some(fp), mem)?;
     let pc = pc.ok_or(Stop::Outermost)?;
     let fp = fp.unwrap_or(0);
     Ok(Regs {
@@ -121,13 +125,13 @@ fn ra_in_lr(row: &Row) -> bool {
     )
 }
 
-/// Registers interrupted by a signal, from the `rt_sigframe` at SP: the
+/// Registers interrupted by a signal, from the `rt_sigframe` at `sp`: the
 /// next frame is topmost again, its link register known.
-fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    if regs.sp & 15 != 0 {
+fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    if sp & 15 != 0 {
         return Err(Stop::Misaligned);
     }
-    let sc = regs.sp.checked_add(SIGCONTEXT).ok_or(Stop::ReadFault)?;
+    let sc = sp.checked_add(SIGCONTEXT).ok_or(Stop::ReadFault)?;
     let field = |off: u64| sc.checked_add(off).ok_or(Stop::ReadFault);
     Ok(Regs {
         pc: load(mem, field(SC_PC)?)?,
@@ -178,8 +182,8 @@ impl Arch for Aarch64 {
         at_rt_sigreturn(mem, pc)
     }
 
-    fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-        step_signal_frame(regs, mem)
+    fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
+        step_signal_frame(sp, mem)
     }
 
     fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool {

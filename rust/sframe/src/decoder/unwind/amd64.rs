@@ -39,11 +39,14 @@ const SC_RBP: u64 = 10 * 8;
 const SC_RSP: u64 = 15 * 8;
 const SC_RIP: u64 = 16 * 8;
 
-/// The value of `reg` in `regs` (x86-64 DWARF 6 is `rbp`, 7 is `rsp`).
-fn reg_value(reg: Reg, regs: &Regs) -> Result<u64, Stop> {
+/// The value of `reg` in a frame whose SP and FP are `sp` and `fp`
+/// (x86-64 DWARF 6 is `rbp`, 7 is `rsp`).  By value: a rule evaluated
+/// out of line does not take the address of the walk's registers, which
+/// then stay in machine registers from one frame to the next.
+fn reg_value(reg: Reg, sp: u64, fp: u64) -> Result<u64, Stop> {
     match reg {
-        Reg::Sp | Reg::Dwarf(7) => Ok(regs.sp),
-        Reg::Fp | Reg::Dwarf(6) => Ok(regs.fp),
+        Reg::Sp | Reg::Dwarf(7) => Ok(sp),
+        Reg::Fp | Reg::Dwarf(6) => Ok(fp),
         Reg::Dwarf(_) => Err(Stop::Unsupported),
     }
 }
@@ -60,7 +63,9 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
     if row.outermost {
         return Err(Stop::Outermost);
     }
-    let cfa = cfa_of(row, |r| reg_value(r, regs), mem)?;
+    let (sp, fp) = (regs.sp, regs.fp);
+    let value = move |r| reg_value(r, sp, fp);
+    let cfa = cfa_of(row, value, mem)?;
     if cfa <= regs.sp {
         return Err(Stop::CfaNotIncreasing);
     }
@@ -68,7 +73,6 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
         return Err(Stop::Misaligned);
     }
     // x86-64 has no link register: an untracked RA is not recoverable.
-    let value = |r| reg_value(r, regs);
     let (pc, fp) = recover_ra_fp(row, cfa, value, None, Some(regs.fp), mem)?;
     let pc = pc.ok_or(Stop::Outermost)?;
     let fp = fp.unwrap_or(0);
@@ -80,12 +84,12 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
     })
 }
 
-/// Registers interrupted by a signal, from the `ucontext` at SP.
-fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-    if regs.sp & 7 != 0 {
+/// Registers interrupted by a signal, from the `ucontext` at `sp`.
+fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
+    if sp & 7 != 0 {
         return Err(Stop::Misaligned);
     }
-    let sc = regs.sp.checked_add(UC_MCONTEXT).ok_or(Stop::ReadFault)?;
+    let sc = sp.checked_add(UC_MCONTEXT).ok_or(Stop::ReadFault)?;
     let field = |off: u64| sc.checked_add(off).ok_or(Stop::ReadFault);
     Ok(Regs {
         pc: load(mem, field(SC_RIP)?)?,
@@ -130,8 +134,8 @@ impl Arch for Amd64 {
         at_rt_sigreturn(mem, pc)
     }
 
-    fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop> {
-        step_signal_frame(regs, mem)
+    fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
+        step_signal_frame(sp, mem)
     }
 
     fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool {

@@ -358,9 +358,9 @@ pub(super) trait Arch {
     }
     /// Whether `pc` is the `rt_sigreturn` trampoline.
     fn at_rt_sigreturn(mem: &mut impl Memory, pc: u64) -> bool;
-    /// The registers a signal interrupted, from the frame at `regs.sp`
-    /// (the SP at the trampoline).
-    fn step_signal_frame(regs: &Regs, mem: &mut impl Memory) -> Result<Regs, Stop>;
+    /// The registers a signal interrupted, from the frame at `sp` (the SP
+    /// at the trampoline).
+    fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop>;
     /// Whether the instructions at `pc` set up a frame that is not set up
     /// yet, so [`Arch::ENTRY_ROW`] applies.
     fn at_frame_setup(mem: &mut impl Memory, pc: u64) -> bool;
@@ -420,7 +420,10 @@ fn unwind_with_row<A: Arch, M: Memory>(
 ) -> Result<(Regs, FrameSource), Stop> {
     if row.signal_frame {
         if A::at_rt_sigreturn(mem, regs.pc) {
-            return Ok((A::step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
+            return Ok((
+                A::step_signal_frame(regs.sp, mem)?,
+                FrameSource::SignalFrame,
+            ));
         }
         return Err(Stop::Unsupported);
     }
@@ -446,7 +449,10 @@ fn unwind_without_row<A: Arch, M: Memory>(
     mem: &mut Metered<'_, M>,
 ) -> Result<(Regs, FrameSource), Stop> {
     if A::at_rt_sigreturn(mem, regs.pc) {
-        return Ok((A::step_signal_frame(regs, mem)?, FrameSource::SignalFrame));
+        return Ok((
+            A::step_signal_frame(regs.sp, mem)?,
+            FrameSource::SignalFrame,
+        ));
     }
     if exact
         && ((mem.budget.charge(1) && lookup.is_function_start(regs.pc))
