@@ -70,6 +70,10 @@ pub(crate) struct WalkRows<'g> {
     /// `_start`) finds it here, not in the tree.
     current: Option<&'g Section>,
     previous: Option<&'g Section>,
+    /// The hints of `parsed`'s row table for PCs in `range`
+    /// ([`sframe::Hints::NONE`] for none): a frame they answer for costs
+    /// no other check.
+    hints: sframe::Hints<'g>,
 }
 
 impl<'g> WalkRows<'g> {
@@ -80,14 +84,19 @@ impl<'g> WalkRows<'g> {
     /// the FREs decoded.
     ///
     /// Inlined into the walk: a frame in the section of the frame before
-    /// costs the range check and the table's probes; the change of
-    /// section stays out of line.
+    /// whose hint slot holds it (nearly every frame of a walk) costs the
+    /// hints' range check and the slot; another in that section, the
+    /// range check and the table's probes; the change of section stays
+    /// out of line.
     #[inline(always)]
     pub(crate) fn find_row(
         &mut self,
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
+        if let Some(found) = self.hints.find(pc, budget) {
+            return found.ok().flatten().map(sframe::FoundRow::Packed);
+        }
         if !(self.range.0..self.range.1).contains(&pc) {
             self.switch(pc);
         }
@@ -122,6 +131,7 @@ impl<'g> WalkRows<'g> {
                 self.parsed = None;
             }
         }
+        self.hints = hints_of(&self.parsed, self.range);
     }
 }
 
@@ -210,6 +220,9 @@ pub(crate) struct SleepingWalkRows<'k> {
     parsed: Option<sframe::Section<'k>>,
     /// The section last used where no slot was left.
     spilled: Option<Kept>,
+    /// The hints of `parsed`'s row table for PCs in `current`, as
+    /// [`WalkRows`] keeps them.
+    hints: sframe::Hints<'k>,
 }
 
 /// A section a walk keeps.
@@ -237,6 +250,7 @@ impl<'k> SleepingWalkRows<'k> {
             current: initial_range(mm.is_null()),
             parsed: None,
             spilled: None,
+            hints: sframe::Hints::NONE,
         }
     }
 
@@ -254,6 +268,9 @@ impl<'k> SleepingWalkRows<'k> {
         pc: u64,
         budget: &mut sframe::Budget,
     ) -> Option<sframe::FoundRow> {
+        if let Some(found) = self.hints.find(pc, budget) {
+            return found.ok().flatten().map(sframe::FoundRow::Packed);
+        }
         let spilled_rows;
         let rows = if (self.current.0..self.current.1).contains(&pc) || self.switch(pc) {
             self.parsed.as_ref()
@@ -272,9 +289,18 @@ impl<'k> SleepingWalkRows<'k> {
     /// Makes the live section that covers `pc`, if any, the one
     /// [`SleepingWalkRows::find_row`] searches: kept and parsed (`true`),
     /// or, with no slot left, spilled (`false`, and `false` for no
-    /// section).  A spilled section that covers `pc` stays.
+    /// section).  A spilled section that covers `pc` stays.  The hints
+    /// are the kept section's (none for a spilled one).
     #[inline(never)]
     fn switch(&mut self, pc: u64) -> bool {
+        let kept = self.switch_section(pc);
+        self.hints = hints_of(&self.parsed, self.current);
+        kept
+    }
+
+    /// [`SleepingWalkRows::switch`], without the hints.
+    #[inline(always)]
+    fn switch_section(&mut self, pc: u64) -> bool {
         if self.spilled.as_ref().is_some_and(|k| k.covers(pc)) {
             return false;
         }
@@ -326,6 +352,14 @@ impl<'k> SleepingWalkRows<'k> {
     }
 }
 
+/// The hints of `parsed`'s row table for PCs in `range` (a walk's current
+/// section and its text range).
+fn hints_of<'a>(parsed: &Option<sframe::Section<'a>>, range: (u64, u64)) -> sframe::Hints<'a> {
+    parsed.as_ref().map_or(sframe::Hints::NONE, |rows| {
+        rows.hints_within(range.0, range.1)
+    })
+}
+
 /// The range a walk's rows start with: empty, so that the first lookup
 /// finds its section; or, for a walk that can find none (no state, no
 /// mm), every address, with no rows, so that no lookup ever looks.
@@ -352,5 +386,6 @@ pub(crate) fn with_walk_rows<R>(
         parsed: None,
         current: None,
         previous: None,
+        hints: sframe::Hints::NONE,
     })
 }

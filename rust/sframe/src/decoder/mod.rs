@@ -45,4 +45,4 @@ pub use self::header::{
 pub use self::index::{Index, FDES_PER_BUCKET};
 pub use self::lookup::{FoundRow, MAX_FRES_SCANNED};
 pub use self::packed::{CommonRow, PackedForm, PackedRow};
-pub use self::table::{Table, TableShape, ENTRIES_PER_BUCKET};
+pub use self::table::{Hints, Table, TableShape, ENTRIES_PER_BUCKET};

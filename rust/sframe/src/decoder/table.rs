@@ -145,6 +145,15 @@ impl Table<'_> {
             .get(usize::try_from(hash.wrapping_shr(self.hint_shift)).ok()?)
     }
 
+    /// The entry the hint slot of `k` gives, if the slot holds `k`: an
+    /// empty slot's entry (none, 0) wraps to an index out of bounds, which
+    /// [`Table::entry`] sends to the decoder.
+    #[inline(always)]
+    fn hinted(&self, k: u32) -> Option<u32> {
+        let word = self.hint_slot(k)?.load(Ordering::Relaxed);
+        ((word >> 32) as u32 == !k).then_some(((word & 0xffff_ffff) as u32).wrapping_sub(1))
+    }
+
     /// The answer of entry `found`; `None` to ask the decoder (or for an
     /// entry out of bounds, which a right table never gives).
     #[inline(always)]
@@ -160,6 +169,65 @@ impl Table<'_> {
             KIND_ROW => Some(Ok(Some(PackedRow(value)))),
             _ => None,
         }
+    }
+}
+
+/// A section's hint slots, with what a lookup through them needs, taken
+/// out of the section once for the many lookups of a walk in one object
+/// ([`Section::hints_within`]): a PC whose slot holds its key costs one
+/// range check, the slot, its entry and one unit of budget, without the
+/// checks a lookup through the section makes first (a table, its first
+/// function, a PC above it, a key of 32 bits).
+#[derive(Clone, Copy, Debug)]
+pub struct Hints<'a> {
+    /// The first PC the hints answer for: the table's first function, or
+    /// the start of the text range where that is above it.
+    lo: u64,
+    /// How many PCs from `lo` on they answer for (none: 0): within the
+    /// text range, and with keys of 32 bits.
+    span: u64,
+    /// `lo`'s key, the offset from the first function's start: with
+    /// `span`, at most 2^32.
+    key_lo: u64,
+    table: Table<'a>,
+}
+
+impl Hints<'_> {
+    /// Hints that answer for no PC.
+    pub const NONE: Hints<'static> = Hints {
+        lo: 0,
+        span: 0,
+        key_lo: 0,
+        table: Table {
+            buckets: &[],
+            starts: &[],
+            values: &[],
+            shift: 0,
+            first: None,
+            hints: &[],
+            hint_shift: 32,
+        },
+    };
+
+    /// The table's answer for `pc` where its hint slot holds it, as
+    /// [`Section::find_within`] gives it, for one unit of `budget`
+    /// (`Err` only for a budget that runs out); `None` for a PC these
+    /// hints do not answer for (out of their range, not in its slot, an
+    /// entry that asks the decoder): the section answers then, as it
+    /// would have, nothing charged here.
+    #[inline(always)]
+    pub fn find(&self, pc: u64, budget: &mut Budget) -> Option<Result<Option<PackedRow>, Error>> {
+        let off = pc.wrapping_sub(self.lo);
+        if off >= self.span {
+            return None;
+        }
+        // `key_lo + span <= 2^32`: the key has 32 bits.
+        let k = (self.key_lo.wrapping_add(off) & 0xffff_ffff) as u32;
+        let answer = self.table.entry(self.table.hinted(k)?)?;
+        if !budget.charge(1) {
+            return Some(Err(Error::BudgetExhausted));
+        }
+        Some(answer)
     }
 }
 
@@ -457,6 +525,28 @@ impl<'a> Section<'a> {
         self
     }
 
+    /// The hints of this section's row table for lookups of PCs in
+    /// `start..end` (its text range) through [`Hints::find`], which answers
+    /// as [`Section::find_within`] does where a slot holds the PC, and
+    /// otherwise leaves the lookup to it; [`Hints::NONE`] without a table,
+    /// hints or a first function.
+    pub fn hints_within(&self, start: u64, end: u64) -> Hints<'a> {
+        let Some(table) = self.table.filter(|t| !t.hints.is_empty()) else {
+            return Hints::NONE;
+        };
+        let Some(first) = table.first else {
+            return Hints::NONE;
+        };
+        let lo = start.max(first);
+        let end = end.min(first.saturating_add(1 << 32));
+        Hints {
+            lo,
+            span: end.saturating_sub(lo),
+            key_lo: lo.wrapping_sub(first),
+            table,
+        }
+    }
+
     /// [`Section::with_hints`] in place.
     pub fn attach_hints(&mut self, hints: &'a [AtomicU64]) {
         let n = hints.len();
@@ -499,19 +589,12 @@ impl<'a> Section<'a> {
         };
         // A key of 32 bits (any PC a table entry can start at) may have a
         // hint.
-        let slot = u32::try_from(key)
-            .ok()
-            .and_then(|k| Some((k, table.hint_slot(k)?)));
-        if let Some((k, slot)) = slot {
-            let word = slot.load(Ordering::Relaxed);
-            if (word >> 32) as u32 == !k {
-                if !budget.charge(1) {
-                    return Some(Err(Error::BudgetExhausted));
-                }
-                // An empty slot's entry (none, 0) wraps to an index out
-                // of bounds: the decoder answers.
-                return table.entry(((word & 0xffff_ffff) as u32).wrapping_sub(1));
+        let k = u32::try_from(key).ok();
+        if let Some(found) = k.and_then(|k| table.hinted(k)) {
+            if !budget.charge(1) {
+                return Some(Err(Error::BudgetExhausted));
             }
+            return table.entry(found);
         }
         let nb = table.buckets.len().wrapping_sub(1);
         let bucket = usize::try_from(shr(key, table.shift)).unwrap_or(usize::MAX);
@@ -548,7 +631,7 @@ impl<'a> Section<'a> {
         if l == 0 {
             return Some(Ok(None));
         }
-        if let Some((k, slot)) = slot {
+        if let Some((k, slot)) = k.and_then(|k| Some((k, table.hint_slot(k)?))) {
             slot.store(u64::from(!k) << 32 | u64::from(l), Ordering::Relaxed);
         }
         table.entry(l.wrapping_sub(1))

@@ -7,7 +7,7 @@
 //! Input format: 8 bytes section address (little endian), 8 bytes PC seed,
 //! then the section bytes.
 
-use sframe::{Budget, Error, FoundRow, PackedForm, PcType, RegRule, Section};
+use sframe::{Budget, Error, FoundRow, Hints, PackedForm, PcType, RegRule, Section};
 
 /// Splits a fuzz input into (section address, PC seed, section bytes).
 pub fn split(input: &[u8]) -> Option<(u64, u64, &[u8])> {
@@ -245,6 +245,55 @@ pub fn check_table(sec: &Section<'_>, pcs: &[u64], validated: bool) {
     check_hints(sec, &words, pcs);
 }
 
+/// The hints of `hinted` taken out of it for a range of PCs answer, for
+/// one unit, as the section does where a slot holds the PC (always, right
+/// after the PC's own lookup, for a row the table packs in the range),
+/// and leave every other lookup to it, for nothing; `table`, without
+/// hints, gives none.
+fn check_hints_within(table: &Section<'_>, hinted: &Section<'_>, pcs: &[u64]) {
+    let (first, last) = (pcs[0], pcs[pcs.len() - 1]);
+    let middle = first.wrapping_add(last.wrapping_sub(first) / 2);
+    for (lo, hi) in [
+        (0, u64::MAX),
+        (first, middle),
+        (middle, last),
+        (middle, middle),
+    ] {
+        let none = table.hints_within(lo, hi);
+        let fast = hinted.hints_within(lo, hi);
+        for &pc in pcs {
+            let expected = table.find_within(pc, &mut Budget::unlimited());
+            let _ = hinted.find_within(pc, &mut Budget::unlimited());
+            let mut budget = Budget::unlimited();
+            assert!(none.find(pc, &mut budget).is_none());
+            match fast.find(pc, &mut budget) {
+                Some(got) => {
+                    assert!(
+                        (lo..hi).contains(&pc),
+                        "{pc:#x} hinted outside {lo:#x}..{hi:#x}"
+                    );
+                    assert_eq!(
+                        got.map(|row| row.map(FoundRow::Packed)),
+                        expected,
+                        "{pc:#x}"
+                    );
+                    assert_eq!(budget.spent(), 1, "a hit through the hints");
+                }
+                None => {
+                    assert_eq!(budget.spent(), 0, "a miss through the hints paid");
+                    assert!(
+                        !((lo..hi).contains(&pc)
+                            && matches!(expected, Ok(Some(FoundRow::Packed(_))))),
+                        "{pc:#x}: its own hint missed"
+                    );
+                }
+            }
+        }
+    }
+    let mut budget = Budget::unlimited();
+    assert!(Hints::NONE.find(first, &mut budget).is_none());
+}
+
 /// Lookups through `words` (`sec`'s row table) with hints answer as
 /// without, cold and warm, in either order, with as many slots as the
 /// table's shape asks for and with so few that keys keep evicting each
@@ -283,6 +332,7 @@ fn check_hints(sec: &Section<'_>, words: &[u32], pcs: &[u64]) {
                 );
             }
         }
+        check_hints_within(&table, &hinted, pcs);
         // A row the table packs was found by its search, which wrote it.
         let packed = pcs.iter().any(|&pc| {
             matches!(
