@@ -28,6 +28,7 @@ mod error;
 mod fde;
 mod fre;
 mod header;
+mod hints;
 mod index;
 mod lookup;
 mod packed;
@@ -42,7 +43,8 @@ pub use self::fre::{CfaRule, Fre, FreIter, Reg, RegRule, Row};
 pub use self::header::{
     Abi, Layout, Section, Version, FLAG_FDE_FUNC_START_PCREL, FLAG_FDE_SORTED, FLAG_FRAME_POINTER,
 };
+pub use self::hints::Hints;
 pub use self::index::{Index, FDES_PER_BUCKET};
 pub use self::lookup::{FoundRow, MAX_FRES_SCANNED};
 pub use self::packed::{CommonRow, PackedForm, PackedRow};
-pub use self::table::{Hints, Table, TableShape, ENTRIES_PER_BUCKET};
+pub use self::table::{Table, TableShape, ENTRIES_PER_BUCKET};

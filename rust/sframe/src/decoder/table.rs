@@ -126,14 +126,25 @@ pub struct Table<'a> {
     /// The first function's start: the section's address plus the offset
     /// stored in the table; `None` where that overflows (lookups then go
     /// to the decoder).
-    first: Option<u64>,
+    pub(super) first: Option<u64>,
     /// Hint slots, a power of two of them, at least 2; empty for none.
-    hints: &'a [AtomicU64],
+    pub(super) hints: &'a [AtomicU64],
     /// `32 - log2(hints.len())`: a key's slot is the top bits of its hash.
     hint_shift: u32,
 }
 
 impl Table<'_> {
+    /// A table of no entries, no hints and no first function.
+    pub(super) const EMPTY: Table<'static> = Table {
+        buckets: &[],
+        starts: &[],
+        values: &[],
+        shift: 0,
+        first: None,
+        hints: &[],
+        hint_shift: 32,
+    };
+
     /// The hint slot of `key`: Fibonacci hashing, the product's top bits
     /// (PCs that differ in their low bits only spread over the slots).
     #[inline(always)]
@@ -149,7 +160,7 @@ impl Table<'_> {
     /// empty slot's entry (none, 0) wraps to an index out of bounds, which
     /// [`Table::entry`] sends to the decoder.
     #[inline(always)]
-    fn hinted(&self, k: u32) -> Option<u32> {
+    pub(super) fn hinted(&self, k: u32) -> Option<u32> {
         let word = self.hint_slot(k)?.load(Ordering::Relaxed);
         ((word >> 32) as u32 == !k).then_some(((word & 0xffff_ffff) as u32).wrapping_sub(1))
     }
@@ -157,7 +168,7 @@ impl Table<'_> {
     /// The answer of entry `found`; `None` to ask the decoder (or for an
     /// entry out of bounds, which a right table never gives).
     #[inline(always)]
-    fn entry(&self, found: u32) -> Option<Result<Option<PackedRow>, Error>> {
+    pub(super) fn entry(&self, found: u32) -> Option<Result<Option<PackedRow>, Error>> {
         let i = usize::try_from(found).ok()?.checked_mul(2)?;
         // One bounds check for the pair.
         let value = match self.values.get(i..i.checked_add(2)?) {
@@ -169,65 +180,6 @@ impl Table<'_> {
             KIND_ROW => Some(Ok(Some(PackedRow(value)))),
             _ => None,
         }
-    }
-}
-
-/// A section's hint slots, with what a lookup through them needs, taken
-/// out of the section once for the many lookups of a walk in one object
-/// ([`Section::hints_within`]): a PC whose slot holds its key costs one
-/// range check, the slot, its entry and one unit of budget, without the
-/// checks a lookup through the section makes first (a table, its first
-/// function, a PC above it, a key of 32 bits).
-#[derive(Clone, Copy, Debug)]
-pub struct Hints<'a> {
-    /// The first PC the hints answer for: the table's first function, or
-    /// the start of the text range where that is above it.
-    lo: u64,
-    /// How many PCs from `lo` on they answer for (none: 0): within the
-    /// text range, and with keys of 32 bits.
-    span: u64,
-    /// `lo`'s key, the offset from the first function's start: with
-    /// `span`, at most 2^32.
-    key_lo: u64,
-    table: Table<'a>,
-}
-
-impl Hints<'_> {
-    /// Hints that answer for no PC.
-    pub const NONE: Hints<'static> = Hints {
-        lo: 0,
-        span: 0,
-        key_lo: 0,
-        table: Table {
-            buckets: &[],
-            starts: &[],
-            values: &[],
-            shift: 0,
-            first: None,
-            hints: &[],
-            hint_shift: 32,
-        },
-    };
-
-    /// The table's answer for `pc` where its hint slot holds it, as
-    /// [`Section::find_within`] gives it, for one unit of `budget`
-    /// (`Err` only for a budget that runs out); `None` for a PC these
-    /// hints do not answer for (out of their range, not in its slot, an
-    /// entry that asks the decoder): the section answers then, as it
-    /// would have, nothing charged here.
-    #[inline(always)]
-    pub fn find(&self, pc: u64, budget: &mut Budget) -> Option<Result<Option<PackedRow>, Error>> {
-        let off = pc.wrapping_sub(self.lo);
-        if off >= self.span {
-            return None;
-        }
-        // `key_lo + span <= 2^32`: the key has 32 bits.
-        let k = (self.key_lo.wrapping_add(off) & 0xffff_ffff) as u32;
-        let answer = self.table.entry(self.table.hinted(k)?)?;
-        if !budget.charge(1) {
-            return Some(Err(Error::BudgetExhausted));
-        }
-        Some(answer)
     }
 }
 
@@ -523,28 +475,6 @@ impl<'a> Section<'a> {
     pub fn with_hints(mut self, hints: &'a [AtomicU64]) -> Section<'a> {
         self.attach_hints(hints);
         self
-    }
-
-    /// The hints of this section's row table for lookups of PCs in
-    /// `start..end` (its text range) through [`Hints::find`], which answers
-    /// as [`Section::find_within`] does where a slot holds the PC, and
-    /// otherwise leaves the lookup to it; [`Hints::NONE`] without a table,
-    /// hints or a first function.
-    pub fn hints_within(&self, start: u64, end: u64) -> Hints<'a> {
-        let Some(table) = self.table.filter(|t| !t.hints.is_empty()) else {
-            return Hints::NONE;
-        };
-        let Some(first) = table.first else {
-            return Hints::NONE;
-        };
-        let lo = start.max(first);
-        let end = end.min(first.saturating_add(1 << 32));
-        Hints {
-            lo,
-            span: end.saturating_sub(lo),
-            key_lo: lo.wrapping_sub(first),
-            table,
-        }
     }
 
     /// [`Section::with_hints`] in place.
