@@ -9,7 +9,7 @@ use super::budget::Budget;
 use super::error::Error;
 use super::header::Section;
 use super::packed::PackedRow;
-use super::table::Table;
+use super::table::Hinted;
 
 /// A section's hint slots, with what a lookup through them needs, taken
 /// out of the section once for the many lookups of a walk in one object
@@ -28,7 +28,7 @@ pub struct Hints<'a> {
     /// `lo`'s key, the offset from the first function's start: with
     /// `span`, at most 2^32.
     key_lo: u64,
-    table: Table<'a>,
+    hinted: Hinted<'a>,
 }
 
 impl Hints<'_> {
@@ -37,7 +37,7 @@ impl Hints<'_> {
         lo: 0,
         span: 0,
         key_lo: 0,
-        table: Table::EMPTY,
+        hinted: Hinted::EMPTY,
     };
 
     /// The table's answer for `pc` where its hint slot holds it, as
@@ -54,7 +54,7 @@ impl Hints<'_> {
         }
         // `key_lo + span <= 2^32`: the key has 32 bits.
         let k = (self.key_lo.wrapping_add(off) & 0xffff_ffff) as u32;
-        let answer = self.table.entry(self.table.hinted(k)?)?;
+        let answer = self.hinted.entry(self.hinted.hinted(k)?)?;
         if !budget.charge(1) {
             return Some(Err(Error::BudgetExhausted));
         }
@@ -69,7 +69,7 @@ impl<'a> Section<'a> {
     /// otherwise leaves the lookup to it; [`Hints::NONE`] without a table,
     /// hints or a first function.
     pub fn hints_within(&self, start: u64, end: u64) -> Hints<'a> {
-        let Some(table) = self.table.filter(|t| !t.hints.is_empty()) else {
+        let Some(table) = self.table.filter(|t| !t.hinted.hints.is_empty()) else {
             return Hints::NONE;
         };
         let Some(first) = table.first else {
@@ -81,7 +81,7 @@ impl<'a> Section<'a> {
             lo,
             span: end.saturating_sub(lo),
             key_lo: lo.wrapping_sub(first),
-            table,
+            hinted: table.hinted,
         }
     }
 }

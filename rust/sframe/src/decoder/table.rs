@@ -120,27 +120,31 @@ pub struct Table<'a> {
     buckets: &'a [u32],
     /// `ne` entry starts, relative to the first function's start.
     starts: &'a [u32],
-    /// `2 ne` words: the entries' values.
-    values: &'a [u32],
     shift: u32,
     /// The first function's start: the section's address plus the offset
     /// stored in the table; `None` where that overflows (lookups then go
     /// to the decoder).
     pub(super) first: Option<u64>,
+    /// The entries' values and the hint slots.
+    pub(super) hinted: Hinted<'a>,
+}
+
+/// A row table's entry values and the hint slots that name its entries:
+/// all that a lookup through a hint reads.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Hinted<'a> {
+    /// `2 ne` words: the entries' values.
+    values: &'a [u32],
     /// Hint slots, a power of two of them, at least 2; empty for none.
     pub(super) hints: &'a [AtomicU64],
     /// `32 - log2(hints.len())`: a key's slot is the top bits of its hash.
     hint_shift: u32,
 }
 
-impl Table<'_> {
-    /// A table of no entries, no hints and no first function.
-    pub(super) const EMPTY: Table<'static> = Table {
-        buckets: &[],
-        starts: &[],
+impl Hinted<'_> {
+    /// No entries and no hint slots.
+    pub(super) const EMPTY: Hinted<'static> = Hinted {
         values: &[],
-        shift: 0,
-        first: None,
         hints: &[],
         hint_shift: 32,
     };
@@ -158,7 +162,7 @@ impl Table<'_> {
 
     /// The entry the hint slot of `k` gives, if the slot holds `k`: an
     /// empty slot's entry (none, 0) wraps to an index out of bounds, which
-    /// [`Table::entry`] sends to the decoder.
+    /// [`Hinted::entry`] sends to the decoder.
     #[inline(always)]
     pub(super) fn hinted(&self, k: u32) -> Option<u32> {
         let word = self.hint_slot(k)?.load(Ordering::Relaxed);
@@ -455,13 +459,14 @@ impl<'a> Section<'a> {
         self.table = Some(Table {
             buckets,
             starts,
-            values,
             shift: *shift,
             first: self.addr.checked_add_signed(i64::from_ne_bytes(
                 (u64::from(*lo) | u64::from(*hi) << 32).to_ne_bytes(),
             )),
-            hints: &[],
-            hint_shift: 32,
+            hinted: Hinted {
+                values,
+                ..Hinted::EMPTY
+            },
         });
         Ok(())
     }
@@ -482,8 +487,8 @@ impl<'a> Section<'a> {
         let n = hints.len();
         if let Some(table) = self.table.as_mut() {
             if n.is_power_of_two() && (2..=1 << 31).contains(&n) {
-                table.hints = hints;
-                table.hint_shift = 32 - n.trailing_zeros();
+                table.hinted.hints = hints;
+                table.hinted.hint_shift = 32 - n.trailing_zeros();
             }
         }
     }
@@ -495,7 +500,7 @@ impl<'a> Section<'a> {
 
     /// Whether the row table's lookups use hints ([`Section::with_hints`]).
     pub fn has_hints(&self) -> bool {
-        self.table.is_some_and(|t| !t.hints.is_empty())
+        self.table.is_some_and(|t| !t.hinted.hints.is_empty())
     }
 
     /// The table's answer for `pc`: from its hint, for one unit of
@@ -520,11 +525,11 @@ impl<'a> Section<'a> {
         // A key of 32 bits (any PC a table entry can start at) may have a
         // hint.
         let k = u32::try_from(key).ok();
-        if let Some(found) = k.and_then(|k| table.hinted(k)) {
+        if let Some(found) = k.and_then(|k| table.hinted.hinted(k)) {
             if !budget.charge(1) {
                 return Some(Err(Error::BudgetExhausted));
             }
-            return table.entry(found);
+            return table.hinted.entry(found);
         }
         let nb = table.buckets.len().wrapping_sub(1);
         let bucket = usize::try_from(shr(key, table.shift)).unwrap_or(usize::MAX);
@@ -561,9 +566,9 @@ impl<'a> Section<'a> {
         if l == 0 {
             return Some(Ok(None));
         }
-        if let Some((k, slot)) = k.and_then(|k| Some((k, table.hint_slot(k)?))) {
+        if let Some((k, slot)) = k.and_then(|k| Some((k, table.hinted.hint_slot(k)?))) {
             slot.store(u64::from(!k) << 32 | u64::from(l), Ordering::Relaxed);
         }
-        table.entry(l.wrapping_sub(1))
+        table.hinted.entry(l.wrapping_sub(1))
     }
 }
