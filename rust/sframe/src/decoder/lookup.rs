@@ -172,12 +172,29 @@ impl<'a> Section<'a> {
                 return found.map(|row| row.map(FoundRow::Packed));
             }
         }
-        Ok(self.find_row_decoded(pc, budget)?.map(FoundRow::Decoded))
+        // The budget goes out of line by value and comes back: its
+        // address, reaching no code out of line, stays the walk's own, so
+        // the walk keeps it in a machine register.
+        let (found, left) = self.find_row_decoded(pc, *budget);
+        *budget = left;
+        Ok(found?.map(FoundRow::Decoded))
     }
 
-    /// [`Section::find_row_within`] without the row table.
+    /// [`Section::find_row_within`] without the row table, with what is
+    /// left of `budget` after it.
     #[inline(never)]
-    fn find_row_decoded(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
+    fn find_row_decoded(
+        &self,
+        pc: u64,
+        mut budget: Budget,
+    ) -> (Result<Option<Row>, Error>, Budget) {
+        let found = self.find_row_decoded_in(pc, &mut budget);
+        (found, budget)
+    }
+
+    /// [`Section::find_row_decoded`], paid from `budget`.
+    #[inline(always)]
+    fn find_row_decoded_in(&self, pc: u64, budget: &mut Budget) -> Result<Option<Row>, Error> {
         let bounds = self.search_bounds(pc);
         let probes = search_probes(bounds.1.saturating_sub(bounds.0))
             .saturating_add(u32::from(self.index.is_some()));

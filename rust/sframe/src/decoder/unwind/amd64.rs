@@ -85,6 +85,7 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
 }
 
 /// Registers interrupted by a signal, from the `ucontext` at `sp`.
+#[inline(always)]
 fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
     if sp & 7 != 0 {
         return Err(Stop::Misaligned);
@@ -134,6 +135,7 @@ impl Arch for Amd64 {
         at_rt_sigreturn(mem, pc)
     }
 
+    #[inline(always)]
     fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_signal_frame(sp, mem)
     }

@@ -18,6 +18,10 @@ pub(super) fn load(mem: &mut impl Memory, addr: u64) -> Result<u64, Stop> {
 
 /// Evaluates an RA or FP rule; `Ok(None)` for an undefined value.
 /// `reg_value` gives a register's value for this frame.
+///
+/// Inlined: `mem` (the walk's meter, its budget inside) passed out of line
+/// would keep the budget in memory for the whole walk.
+#[inline(always)]
 pub(super) fn recover(
     rule: RegRule,
     cfa: u64,
