@@ -127,7 +127,6 @@ fn ra_in_lr(row: &Row) -> bool {
 
 /// Registers interrupted by a signal, from the `rt_sigframe` at `sp`: the
 /// next frame is topmost again, its link register known.
-#[inline(always)]
 fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
     if sp & 15 != 0 {
         return Err(Stop::Misaligned);
@@ -183,7 +182,6 @@ impl Arch for Aarch64 {
         at_rt_sigreturn(mem, pc)
     }
 
-    #[inline(always)]
     fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
         step_signal_frame(sp, mem)
     }
