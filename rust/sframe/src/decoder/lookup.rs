@@ -173,8 +173,9 @@ impl<'a> Section<'a> {
             }
         }
         // The budget goes out of line by value and comes back: its
-        // address, reaching no code out of line, stays the walk's own, so
-        // the walk keeps it in a machine register.
+        // address does not reach the search, so a walk whose other code
+        // out of line does not have it either (x86-64's, whose rules are
+        // inlined, `rules::recover`) keeps it in a machine register.
         let (found, left) = self.find_row_decoded(pc, *budget);
         *budget = left;
         Ok(found?.map(FoundRow::Decoded))

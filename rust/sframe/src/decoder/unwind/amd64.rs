@@ -85,6 +85,9 @@ pub fn step_amd64(row: &Row, regs: &Regs, mem: &mut impl Memory) -> Result<Regs,
 }
 
 /// Registers interrupted by a signal, from the `ucontext` at `sp`.
+///
+/// Inlined, as `rules::recover` is on x86-64: the walk's meter passed out
+/// of line would keep its budget in memory for the whole walk.
 #[inline(always)]
 fn step_signal_frame(sp: u64, mem: &mut impl Memory) -> Result<Regs, Stop> {
     if sp & 7 != 0 {
