@@ -262,7 +262,12 @@ fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
 }
 
 fn file_name(key: &Identity) -> io::Result<CString> {
-    CString::new(format!("{}.sframe", key.as_str())).map_err(|_| errno(libc::EINVAL))
+    const SUFFIX: &str = ".sframe";
+    // Room for the NUL too: no reallocation in CString::new().
+    let mut name = String::with_capacity(key.as_str().len() + SUFFIX.len() + 1);
+    name.push_str(key.as_str());
+    name.push_str(SUFFIX);
+    CString::new(name).map_err(|_| errno(libc::EINVAL))
 }
 
 /// Why a cache file was not used.

@@ -12,7 +12,6 @@
 
 use crate::image::Layout;
 use crate::image::Memory;
-use core::fmt::Write as _;
 use std::ffi::CStr;
 
 /// `NT_GNU_BUILD_ID`.
@@ -53,14 +52,25 @@ impl Identity {
                 continue;
             }
             if let Some(id) = find_build_id(bytes) {
-                let mut key = String::from("b-");
-                for b in id {
-                    let _ = write!(key, "{b:02x}");
-                }
-                return Some(Self(key));
+                return Some(Self::of_build_id(id));
             }
         }
         None
+    }
+
+    /// The key of the build-id `id`: `b-` and its bytes in lower-case hex.
+    /// By hand: formatting each byte costs about as much as reading the
+    /// object's headers.
+    fn of_build_id(id: &[u8]) -> Self {
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut key = String::with_capacity(2 + 2 * id.len());
+        key.push_str("b-");
+        for &b in id {
+            for nibble in [b >> 4, b & 0xf] {
+                key.push(char::from(HEX[usize::from(nibble)]));
+            }
+        }
+        Self(key)
     }
 
     /// The identity of the file at `path`, which the object was mapped from.
@@ -139,6 +149,14 @@ mod tests {
         notes.extend(note(NT_GNU_BUILD_ID, b"XYZ\0", &[1, 2]));
         notes.extend(note(NT_GNU_BUILD_ID, b"GNU\0", &[0xab, 0xcd, 0xef]));
         assert_eq!(find_build_id(&notes), Some([0xab, 0xcd, 0xef].as_slice()));
+    }
+
+    #[test]
+    fn a_build_id_key_is_its_bytes_in_lower_case_hex() {
+        let id: Vec<u8> = (0..=255).collect();
+        let hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(Identity::of_build_id(&id).as_str(), format!("b-{hex}"));
+        assert_eq!(Identity::of_build_id(&[0x0a, 0xf0]).as_str(), "b-0af0");
     }
 
     #[test]
