@@ -26,7 +26,8 @@
 //!   call through the auditing slow path.
 //! - It reads headers with `process_vm_readv()` ([`OwnMemory`]) wherever the
 //!   address is a deduction rather than a loader fact, so a wrong guess is an
-//!   error, not a crash.
+//!   error, not a crash; one read of an object's first kilobyte
+//!   ([`ReadAhead`]) gives its ELF header, program headers and notes.
 
 use crate::cache::Cache;
 use crate::cache::CacheDir;
@@ -38,8 +39,10 @@ use crate::generated;
 use crate::generated::Source;
 use crate::image::ImageError;
 use crate::image::Layout;
+use crate::image::Memory;
 use crate::image::OwnMemory;
 use crate::image::ProgramHeaders;
+use crate::image::ReadAhead;
 use crate::image::MAX_TEXT;
 use core::ffi::c_char;
 use core::ffi::c_long;
@@ -304,7 +307,7 @@ fn describes(layout: &Layout, map: &LinkMap) -> bool {
 }
 
 /// Finds the object's layout from its link map.
-fn locate(map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
+fn locate(mem: &impl Memory, map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
     if lmid == LM_ID_BASE && map.l_prev.is_null() {
         // The main program: the kernel told us where its program headers
         // are (and it may be a non-PIE executable, whose ELF header is not
@@ -318,10 +321,7 @@ fn locate(map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
         };
         let phnum = usize::try_from(phnum).unwrap_or(usize::MAX);
         if phdr != 0 {
-            let layout = Layout::new(
-                &ProgramHeaders::read(&OwnMemory, phdr, phnum)?,
-                map.l_addr as u64,
-            )?;
+            let layout = Layout::new(&ProgramHeaders::read(mem, phdr, phnum)?, map.l_addr as u64)?;
             if describes(&layout, map) {
                 return Ok(layout);
             }
@@ -330,7 +330,7 @@ fn locate(map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
     }
     // Shared objects (ld.so, the vDSO, PIE programs run through ld.so) are
     // linked at zero, so their ELF header is at the load bias.
-    let layout = Layout::read_at_header(&OwnMemory, map.l_addr as u64)?;
+    let layout = Layout::read_at_header(mem, map.l_addr as u64)?;
     if !describes(&layout, map) {
         return Err(ImageError::Mismatch);
     }
@@ -340,10 +340,14 @@ fn locate(map: &LinkMap, lmid: c_long) -> Result<Layout, ImageError> {
 /// The object's name for messages, the file it was mapped from (which
 /// names it when it has no build-id: its path, or for the main program,
 /// whose name is empty, the kernel's link to it) and its layout.
-fn object_of(map: &LinkMap, lmid: c_long) -> Option<(&str, Option<&CStr>, Layout)> {
+fn object_of<'a>(
+    mem: &impl Memory,
+    map: &'a LinkMap,
+    lmid: c_long,
+) -> Option<(&'a str, Option<&'a CStr>, Layout)> {
     // SAFETY: `map` came from the loader.
     let name = unsafe { name(map) };
-    let layout = match locate(map, lmid) {
+    let layout = match locate(mem, map, lmid) {
         Ok(layout) => layout,
         Err(err) => {
             debug!("{name}: skipped: {err}");
@@ -363,14 +367,16 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
     if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
         return 0;
     }
-    let Some((name, path, layout)) = object_of(map, lmid) else {
+    // The object's headers, read from its first page at once.
+    let mem = ReadAhead::new(&OwnMemory);
+    let Some((name, path, layout)) = object_of(&mem, map, lmid) else {
         return 0;
     };
     if registered_in_own_namespace(&layout) {
         debug!("{name}: namespace {lmid}: registered with our own namespace");
         return 0;
     }
-    register_object(name, path, &layout, lmid)
+    register_object(&mem, name, path, &layout, lmid)
 }
 
 /// Whether the object `layout` describes was registered with our own
@@ -384,7 +390,13 @@ fn registered_in_own_namespace(layout: &Layout) -> bool {
 /// Registers the object `layout` describes, its own section or one
 /// generated; returns the cookie for [`la_objclose`] (0: none).  `lmid` is
 /// for messages.
-fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_long) -> usize {
+fn register_object(
+    mem: &impl Memory,
+    name: &str,
+    path: Option<&CStr>,
+    layout: &Layout,
+    lmid: c_long,
+) -> usize {
     if layout.sframe.is_none()
         && (layout.eh_frame_hdr.is_none() || SYNTH.load(Ordering::Relaxed) == SYNTH_OFF)
     {
@@ -402,13 +414,13 @@ fn register_object(name: &str, path: Option<&CStr>, layout: &Layout, lmid: c_lon
             let Some(dev) = kept.device.as_ref() else {
                 return 0;
             };
-            return register_object_in(dev, name, path, layout, lmid, &mut kept.caches);
+            return register_object_in(dev, mem, name, path, layout, lmid, &mut kept.caches);
         }
     }
     let Some(dev) = device() else {
         return 0;
     };
-    register_object_in(&dev, name, path, layout, lmid, &mut None)
+    register_object_in(&dev, mem, name, path, layout, lmid, &mut None)
 }
 
 /// Closes what the program's start kept open ([`START_KEPT`]).
@@ -448,6 +460,7 @@ impl Registry for Device {
 /// needed and left there.
 fn register_object_in(
     dev: &impl Registry,
+    mem: &impl Memory,
     name: &str,
     path: Option<&CStr>,
     layout: &Layout,
@@ -469,12 +482,13 @@ fn register_object_in(
                 user: user.as_ref(),
             };
             if tags {
-                if let Some(cookie) = register_cached_by_tag(dev, name, path, layout, lmid, caches)
+                if let Some(cookie) =
+                    register_cached_by_tag(dev, mem, name, path, layout, lmid, caches)
                 {
                     return cookie;
                 }
             }
-            match synthesize(path, name, layout, caches) {
+            match synthesize(mem, path, name, layout, caches) {
                 Some(held) => Some(held),
                 None => return 0,
             }
@@ -618,13 +632,14 @@ fn register_texts(
 /// none, and the section is then read (or generated) and given.
 fn register_cached_by_tag(
     dev: &impl Registry,
+    mem: &impl Memory,
     name: &str,
     path: Option<&CStr>,
     layout: &Layout,
     lmid: c_long,
     caches: generated::Caches<'_>,
 ) -> Option<usize> {
-    let (stamp, source) = generated::cached_stamp(&OwnMemory, layout, path, caches)?;
+    let (stamp, source) = generated::cached_stamp(mem, layout, path, caches)?;
     let section = Section {
         data: 0..stamp.len as u64,
         sframe_addr: layout.bias.wrapping_add(stamp.base),
@@ -711,8 +726,8 @@ fn own_namespace() -> Vec<OwnObject> {
 /// at its exit) stops at its first frame.  They stay registered until the
 /// process exits.
 fn register_own_namespace() {
-    own_namespace_in(|name, path, layout| {
-        if register_object(name, path, layout, OWN_LMID) != 0 {
+    own_namespace_in(|mem, name, path, layout| {
+        if register_object(mem, name, path, layout, OWN_LMID) != 0 {
             remember_own(layout);
         }
     });
@@ -730,7 +745,9 @@ fn remember_own(layout: &Layout) {
 
 /// Calls `register` for each object of our own namespace whose layout can
 /// be read.
-fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
+fn own_namespace_in(
+    mut register: impl FnMut(&ReadAhead<'_, OwnMemory>, &str, Option<&CStr>, &Layout),
+) {
     for object in own_namespace() {
         // SAFETY: `dlpi_name` is the loader's NUL-terminated name of a
         // loaded object, kept for the object's lifetime (ours).
@@ -739,12 +756,13 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
         if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
             return;
         }
-        let layout = ProgramHeaders::read(&OwnMemory, object.phdr, object.phnum)
+        let mem = ReadAhead::new(&OwnMemory);
+        let layout = ProgramHeaders::read(&mem, object.phdr, object.phnum)
             .and_then(|phdrs| Layout::new(&phdrs, object.bias));
         match layout {
             // Registered for good: the cookie is not kept (a section the
             // main namespace also maps, the loader's, is registered once).
-            Ok(layout) => register(name, path.filter(|p| !p.is_empty()), &layout),
+            Ok(layout) => register(&mem, name, path.filter(|p| !p.is_empty()), &layout),
             Err(err) => debug!("{name}: own namespace: skipped: {err}"),
         }
     }
@@ -754,12 +772,13 @@ fn own_namespace_in(mut register: impl FnMut(&str, Option<&CStr>, &Layout)) {
 /// `layout` describes, through `caches` (none if caching is off); `None`
 /// (and a debug message) if it has none or generation is off.
 fn synthesize(
+    mem: &impl Memory,
     path: Option<&CStr>,
     name: &str,
     layout: &Layout,
     caches: generated::Caches<'_>,
 ) -> Option<generated::Held> {
-    match generated::obtain_held(&OwnMemory, layout, path, caches) {
+    match generated::obtain_held(mem, layout, path, caches) {
         Ok(gen) => {
             debug!("{name}: no PT_GNU_SFRAME: {gen}");
             Some(gen)
@@ -881,8 +900,8 @@ pub fn replay_start(registry: &impl Registry) -> usize {
     let mut cookies = Vec::new();
     // Shared by the objects, as the library's start shares them.
     let mut caches = None;
-    own_namespace_in(|name, path, layout| {
-        let cookie = register_object_in(registry, name, path, layout, OWN_LMID, &mut caches);
+    own_namespace_in(|mem, name, path, layout| {
+        let cookie = register_object_in(registry, mem, name, path, layout, OWN_LMID, &mut caches);
         if cookie != 0 {
             remember_own(layout);
         }
@@ -902,10 +921,12 @@ pub fn replay_start(registry: &impl Registry) -> usize {
         // SAFETY: The loader's link maps of the main namespace stay valid
         // while nothing is unloaded.
         let entry = unsafe { &*map };
-        if let Some((name, path, layout)) = object_of(entry, LM_ID_BASE) {
+        let mem = ReadAhead::new(&OwnMemory);
+        if let Some((name, path, layout)) = object_of(&mem, entry, LM_ID_BASE) {
             if !registered_in_own_namespace(&layout) {
                 cookies.push(register_object_in(
                     registry,
+                    &mem,
                     name,
                     path,
                     &layout,
@@ -1046,12 +1067,12 @@ mod tests {
             l_next: core::ptr::null(),
             l_prev: core::ptr::null(),
         };
-        let layout = locate(&map, LM_ID_BASE).unwrap();
+        let layout = locate(&OwnMemory, &map, LM_ID_BASE).unwrap();
         let here = finds_the_main_program_through_its_link_map as *const () as u64;
         assert!(layout.text().iter().any(|r| r.contains(&here)));
         // The same object seen as a dlmopen()ed one: found from its header.
         assert_eq!(
-            locate(&map, 1).map(|l| l.bias).ok(),
+            locate(&OwnMemory, &map, 1).map(|l| l.bias).ok(),
             if bias == 0 { None } else { Some(bias) }
         );
     }
@@ -1080,7 +1101,10 @@ mod tests {
             l_next: core::ptr::null(),
             l_prev: 8 as *const LinkMap,
         };
-        assert!(matches!(locate(&map, 0), Err(ImageError::Read(_))));
+        assert!(matches!(
+            locate(&OwnMemory, &map, 0),
+            Err(ImageError::Read(_))
+        ));
         // The loader's own cookie slot is set to "nothing registered".
         let mut cookie = 0x1234usize;
         let mut map = map;

@@ -9,8 +9,9 @@
 //! `/proc/PID/mem`.  The [`Memory`] trait hides which.  Only what
 //! registration needs is parsed: the ELF header, the program headers, and
 //! from them the executable `PT_LOAD` segments, `PT_GNU_SFRAME` and
-//! `PT_DYNAMIC`.  Nothing here allocates or panics: the audit library calls
-//! it from inside the dynamic loader.
+//! `PT_DYNAMIC`.  Nothing here panics, and the only allocation is the
+//! program headers' own (the size of their count): the audit library calls
+//! it from inside the dynamic loader, once per object it maps.
 
 use core::fmt;
 use core::ops::Range;
@@ -126,6 +127,84 @@ impl Memory for OwnMemory {
     }
 }
 
+/// Bytes read ahead by [`ReadAhead`]: an object's ELF header, program
+/// headers and notes are in its first kilobyte (gzip's, libc's and the
+/// loader's end before byte 960).
+const READ_AHEAD: usize = 1024;
+/// The smallest page: a read that stays inside the 4 KiB block of an
+/// address that is mapped is mapped too, with the same protection.
+const MIN_PAGE: u64 = 4096;
+
+/// [`Memory`] that, at its first read, reads up to [`READ_AHEAD`] bytes
+/// from there (never past that 4 KiB block) and answers later reads inside
+/// them from its copy: the headers of an object, read one after the other
+/// from its first page, cost one read of `mem` instead of three.  For
+/// memory that does not change under us, such as the headers of a mapped
+/// object; reads elsewhere go to `mem`.
+pub struct ReadAhead<'m, M> {
+    mem: &'m M,
+    /// Where the copy starts, once the first read set it.
+    base: core::cell::Cell<Option<u64>>,
+    /// The bytes read ahead, and how many (0: none, the read failed).
+    bytes: core::cell::RefCell<([u8; READ_AHEAD], usize)>,
+}
+
+impl<'m, M: Memory> ReadAhead<'m, M> {
+    /// `mem`, read ahead at its first read.
+    pub fn new(mem: &'m M) -> Self {
+        Self {
+            mem,
+            base: core::cell::Cell::new(None),
+            bytes: core::cell::RefCell::new(([0; READ_AHEAD], 0)),
+        }
+    }
+
+    /// Fills `buf` from the copy if it holds `addr..addr + buf.len()`.
+    fn copied(&self, addr: u64, buf: &mut [u8]) -> bool {
+        let Some(base) = self.base.get() else {
+            return false;
+        };
+        let Ok(copy) = self.bytes.try_borrow() else {
+            return false;
+        };
+        let (bytes, len) = &*copy;
+        let src = addr
+            .checked_sub(base)
+            .and_then(|off| usize::try_from(off).ok())
+            .and_then(|off| bytes.get(..*len)?.get(off..off.checked_add(buf.len())?));
+        match src {
+            Some(src) => {
+                buf.copy_from_slice(src);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+impl<M: Memory> Memory for ReadAhead<'_, M> {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        if self.base.get().is_none() {
+            self.base.set(Some(addr));
+            let room = (MIN_PAGE - addr % MIN_PAGE).min(READ_AHEAD as u64) as usize;
+            if buf.len() <= room {
+                if let Ok(mut copy) = self.bytes.try_borrow_mut() {
+                    let (bytes, len) = &mut *copy;
+                    if let Some(ahead) = bytes.get_mut(..room) {
+                        if self.mem.read(addr, ahead).is_ok() {
+                            *len = room;
+                        }
+                    }
+                }
+            }
+        }
+        if self.copied(addr, buf) {
+            return Ok(());
+        }
+        self.mem.read(addr, buf)
+    }
+}
+
 /// Why an object's layout could not be read.
 #[derive(Debug)]
 pub enum ImageError {
@@ -203,11 +282,15 @@ pub struct ProgramHeader {
     pub p_memsz: u64,
 }
 
-/// The program headers of one object, without allocation.
+/// The program headers of one object.
+///
+/// As many as the object has, not a table of [`MAX_PHDRS`]: the audit
+/// library reads them for every object a program maps, and a table of 64,
+/// zeroed (and the bytes it was parsed from, zeroed too), cost more than
+/// the rest of the object's layout.
 #[derive(Clone, Debug)]
 pub struct ProgramHeaders {
-    entries: [ProgramHeader; MAX_PHDRS],
-    len: usize,
+    entries: Vec<ProgramHeader>,
 }
 
 fn u16_at(bytes: &[u8], at: usize) -> Option<u16> {
@@ -263,52 +346,69 @@ impl ElfHeader {
     }
 }
 
+/// Program headers read at a time: an object's usual dozen in one read.
+const PHDR_CHUNK: usize = 16;
+
+/// The program header at `bytes[at..]`.
+fn program_header(bytes: &[u8], at: usize) -> Result<ProgramHeader, ImageError> {
+    let word = |off: usize| u64_at(bytes, at + off).ok_or(ImageError::PhdrsNotMapped);
+    let half = |off: usize| u32_at(bytes, at + off).ok_or(ImageError::PhdrsNotMapped);
+    Ok(ProgramHeader {
+        p_type: half(0)?,
+        p_flags: half(4)?,
+        p_offset: word(8)?,
+        p_vaddr: word(16)?,
+        p_filesz: word(32)?,
+        p_memsz: word(40)?,
+    })
+}
+
 impl ProgramHeaders {
-    /// Parses `count` ELF64 program headers from `bytes`.
-    pub fn parse(bytes: &[u8], count: usize) -> Result<Self, ImageError> {
+    /// Room for `count` program headers, if that many are supported.
+    fn with_room(count: usize) -> Result<Vec<ProgramHeader>, ImageError> {
         if count > MAX_PHDRS {
             return Err(ImageError::TooManyPhdrs(
                 u16::try_from(count).unwrap_or(u16::MAX),
             ));
         }
-        let mut entries = [ProgramHeader::default(); MAX_PHDRS];
-        for (i, entry) in entries.iter_mut().take(count).enumerate() {
-            let at = i * PHDR_SIZE;
-            let word = |off: usize| u64_at(bytes, at + off).ok_or(ImageError::PhdrsNotMapped);
-            let half = |off: usize| u32_at(bytes, at + off).ok_or(ImageError::PhdrsNotMapped);
-            *entry = ProgramHeader {
-                p_type: half(0)?,
-                p_flags: half(4)?,
-                p_offset: word(8)?,
-                p_vaddr: word(16)?,
-                p_filesz: word(32)?,
-                p_memsz: word(40)?,
-            };
+        let mut entries = Vec::new();
+        entries
+            .try_reserve_exact(count)
+            .map_err(|_| ImageError::Read(io::Error::from_raw_os_error(libc::ENOMEM)))?;
+        Ok(entries)
+    }
+
+    /// Parses `count` ELF64 program headers from `bytes`.
+    pub fn parse(bytes: &[u8], count: usize) -> Result<Self, ImageError> {
+        let mut entries = Self::with_room(count)?;
+        for i in 0..count {
+            entries.push(program_header(bytes, i * PHDR_SIZE)?);
         }
-        Ok(Self {
-            entries,
-            len: count,
-        })
+        Ok(Self { entries })
     }
 
     /// Reads and parses `count` program headers at `addr`.
     pub fn read(mem: &impl Memory, addr: u64, count: usize) -> Result<Self, ImageError> {
-        if count > MAX_PHDRS {
-            return Err(ImageError::TooManyPhdrs(
-                u16::try_from(count).unwrap_or(u16::MAX),
-            ));
+        let mut entries = Self::with_room(count)?;
+        let mut chunk = [0u8; PHDR_CHUNK * PHDR_SIZE];
+        let mut at = addr;
+        while entries.len() < count {
+            let n = (count - entries.len()).min(PHDR_CHUNK);
+            let bytes = chunk.get_mut(..n * PHDR_SIZE).ok_or(ImageError::Overflow)?;
+            mem.read(at, bytes)?;
+            for i in 0..n {
+                entries.push(program_header(bytes, i * PHDR_SIZE)?);
+            }
+            at = at
+                .checked_add(bytes.len() as u64)
+                .ok_or(ImageError::Overflow)?;
         }
-        let mut bytes = [0u8; MAX_PHDRS * PHDR_SIZE];
-        let want = bytes
-            .get_mut(..count * PHDR_SIZE)
-            .ok_or(ImageError::Overflow)?;
-        mem.read(addr, want)?;
-        Self::parse(want, count)
+        Ok(Self { entries })
     }
 
     /// The program headers.
     pub fn iter(&self) -> impl Iterator<Item = &ProgramHeader> {
-        self.entries.iter().take(self.len)
+        self.entries.iter()
     }
 
     fn find(&self, p_type: u32) -> Option<&ProgramHeader> {
@@ -734,5 +834,114 @@ mod tests {
         let first = phdrs.first_load().unwrap();
         let again = Layout::read_at_header(&OwnMemory, layout.bias + first.p_vaddr).unwrap();
         assert_eq!(again, layout);
+    }
+
+    /// Memory that counts the reads that reach it.
+    struct Counted<'a> {
+        mem: Snapshot<'a>,
+        reads: core::cell::Cell<usize>,
+    }
+
+    impl Memory for Counted<'_> {
+        fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+            self.reads.set(self.reads.get() + 1);
+            self.mem.read(addr, buf)
+        }
+    }
+
+    fn counted(base: u64, bytes: &[u8]) -> Counted<'_> {
+        Counted {
+            mem: Snapshot { base, bytes },
+            reads: core::cell::Cell::new(0),
+        }
+    }
+
+    #[test]
+    fn read_ahead_reads_the_headers_once() {
+        // Five program headers and a note at 0x200: all in the first KiB.
+        let mut phdrs = shared_object();
+        phdrs.push(ph(PT_NOTE, 4, 0x200, 0x200, 0x24));
+        let bytes = image(0, &phdrs);
+        let mem = counted(0x7f00_0000_0000, &bytes);
+        let ahead = ReadAhead::new(&mem);
+        let layout = Layout::read_at_header(&ahead, 0x7f00_0000_0000).unwrap();
+        let mut note = [0u8; 0x24];
+        ahead.read(layout.notes()[0].start, &mut note).unwrap();
+        assert_eq!(mem.reads.get(), 1);
+        assert_eq!(note, bytes[0x200..0x224]);
+        // The same answers as reading each header.
+        let direct = counted(0x7f00_0000_0000, &bytes);
+        assert_eq!(
+            Layout::read_at_header(&direct, 0x7f00_0000_0000).unwrap(),
+            layout
+        );
+        assert_eq!(direct.reads.get(), 2);
+        // Beyond the copy: from the memory, each time.
+        let mut word = [0u8; 8];
+        ahead.read(0x7f00_0000_0400, &mut word).unwrap();
+        ahead.read(0x7f00_0000_03fc, &mut word).unwrap();
+        assert_eq!(word, bytes[0x3fc..0x404]);
+        assert_eq!(mem.reads.get(), 3);
+        assert!(ahead.read(0x7f00_0000_3000, &mut word).is_err());
+    }
+
+    #[test]
+    fn read_ahead_stays_in_the_first_4k_block() {
+        // Memory that ends 16 bytes after the first read, at a 4 KiB
+        // boundary: reading ahead a whole KiB would fail.
+        let bytes: Vec<u8> = (0..0x1010u32).map(|i| i as u8).collect();
+        let mem = counted(0x1_0000 - 0x1000, &bytes);
+        let ahead = ReadAhead::new(&mem);
+        let mut buf = [0u8; 8];
+        ahead.read(0xfff0, &mut buf).unwrap();
+        ahead.read(0xfff8, &mut buf).unwrap();
+        assert_eq!(buf, bytes[0xff8..0x1000]);
+        assert_eq!(mem.reads.get(), 1);
+        // Past the block: the memory's own answer.
+        ahead.read(0x1_0000, &mut buf).unwrap();
+        assert_eq!(buf, bytes[0x1000..0x1008]);
+        assert!(ahead.read(0x1_000c, &mut buf).is_err());
+    }
+
+    #[test]
+    fn read_ahead_that_fails_leaves_reads_to_the_memory() {
+        // 64 bytes of memory: the KiB ahead of the first read cannot be
+        // read, the reads themselves can.
+        let bytes: Vec<u8> = (0..64u8).collect();
+        let mem = counted(0x5000, &bytes);
+        let ahead = ReadAhead::new(&mem);
+        let mut buf = [0u8; 16];
+        ahead.read(0x5000, &mut buf).unwrap();
+        assert_eq!(buf, bytes[..16]);
+        ahead.read(0x5030, &mut buf).unwrap();
+        assert_eq!(buf, bytes[0x30..0x40]);
+        assert!(ahead.read(0x5038, &mut buf).is_err());
+        // The failed read ahead, then each read.
+        assert_eq!(mem.reads.get(), 4);
+        // A first read larger than the read ahead: not read ahead.
+        let big = counted(0x5000, &bytes);
+        let ahead = ReadAhead::new(&big);
+        let mut large = vec![0u8; READ_AHEAD + 1];
+        assert!(ahead.read(0x5000, &mut large).is_err());
+        let mut all = [0u8; 64];
+        ahead.read(0x5000, &mut all).unwrap();
+        assert_eq!(big.reads.get(), 2);
+    }
+
+    #[test]
+    fn program_headers_past_a_chunk() {
+        // More program headers than one read takes.
+        let mut phdrs = shared_object();
+        for i in 0..(2 * PHDR_CHUNK as u64) {
+            phdrs.push(ph(PT_NOTE, 4, 0x200 + 8 * i, 0x200 + 8 * i, 8));
+        }
+        let bytes = image(0, &phdrs);
+        let mem = counted(0, &bytes);
+        let read = ProgramHeaders::read(&mem, 64, phdrs.len()).unwrap();
+        assert_eq!(mem.reads.get(), 3);
+        let parsed = ProgramHeaders::parse(&bytes[64..], phdrs.len()).unwrap();
+        assert_eq!(read.iter().count(), phdrs.len());
+        assert!(read.iter().eq(parsed.iter()));
+        assert_eq!(read.iter().nth(7).unwrap().p_vaddr, 0x210);
     }
 }
