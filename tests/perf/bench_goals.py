@@ -138,6 +138,17 @@ def frame_cost_rows(out):
         now = f"{fmt(p)} ({m.group(1)} / {m.group(2)})" if m else fmt(None)
         rows.append(Row("sframe-workload walk p99 ÷ p50 (instructions)", where, now, "≤ 2x",
                         at_most(p, 2.0), command, stamp))
+        # Not a goal: perf's own walk of the same workload's frame-pointer
+        # build, for reference.  The workload's phases walk chains of
+        # different depths, so a p99 and a p50 are walks of different
+        # lengths; the ratio says as much about that mix as about a walk.
+        m = re.search(r"^\s+perf's own walk, sframe-workload-fp \(-F 1000\)"
+                      r"\s+\d+\s+(\d+)\s+(\d+)\s+\d+\s+([0-9.]+x)", text, re.M)
+        if m:
+            own = ratio(m.group(3))
+            rows.append(Row("  (perf's own walk of the same workload, FP build)", where,
+                            f"{fmt(own)} ({m.group(1)} / {m.group(2)})", "-", None, command,
+                            stamp))
     return rows
 
 
