@@ -33,6 +33,7 @@ use sframe_audit::generated::Generated;
 use sframe_audit::image::ImageError;
 use sframe_audit::image::Layout;
 use sframe_audit::image::Memory;
+use sframe_audit::image::ReadAhead;
 use sframe_uapi::SFRAME_FEAT_TAG;
 use std::collections::HashSet;
 use std::ffi::CStr;
@@ -344,7 +345,8 @@ fn register_object(
 ) -> io::Result<Option<Outcome>> {
     let (pid, mem) = (process.pid, &process.mem);
     let name = mapping.path.as_str();
-    let layout = match Layout::read_at_header(mem, mapping.range.start) {
+    // Its ELF header and program headers with one read of its first page.
+    let layout = match Layout::read_at_header(&ReadAhead::new(mem), mapping.range.start) {
         Ok(layout) => layout,
         Err(ImageError::NotElf | ImageError::Foreign) => return Ok(None),
         Err(ImageError::Read(err)) if err.raw_os_error() == Some(libc::EIO) => return Ok(None),
