@@ -270,6 +270,11 @@ fn return_address_beyond_the_user_end_stops_the_walk() {
     let mut lookup = UserEnd(SecLookup(Section::parse(&data, 0x8000).unwrap()), 0x1122);
     let (frames, _) = walk(regs, &mut lookup, &mut mem, &LIMITS);
     assert_eq!(frames.get(1), Some(&(0x1121, FrameSource::Sframe)));
+    // No user addresses at all: every return address is beyond them.
+    let mut lookup = UserEnd(SecLookup(Section::parse(&data, 0x8000).unwrap()), 0);
+    let (frames, stop) = walk(regs, &mut lookup, &mut mem, &LIMITS);
+    assert_eq!(frames.len(), 1);
+    assert_eq!(stop, Stop::BadReturnAddress);
 }
 
 #[test]

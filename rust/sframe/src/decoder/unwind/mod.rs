@@ -132,6 +132,7 @@ pub trait Lookup {
     /// One past the highest user address: a return address at or above it
     /// ends the walk. The kernel gives its own (`TASK_SIZE_MAX`, 2^47 or
     /// 2^56 less a page by the paging mode); the default is the larger.
+    /// Asked once a walk: the same for all of its frames.
     fn user_addr_end(&mut self) -> u64 {
         USER_ADDR_END
     }
@@ -529,8 +530,14 @@ fn walk_frames<A: Arch, M: Memory>(
     }
     let mut regs = regs;
     let mut exact = true;
+    // Every SP of the walk is at or above `span_base`: it starts at the
+    // first, moves to the SP a signal frame gives, and a step that would
+    // lower the SP stops the walk.
     let mut span_base = regs.sp;
     let mut signal_frames: u32 = 0;
+    // The last return address a frame may have; a PC of 0 (the outermost
+    // frame) wraps above it, so that one comparison a frame checks both.
+    let last_pc = lookup.user_addr_end().saturating_sub(1);
     let stop = loop {
         if emitted >= limits.max_frames {
             break Stop::MaxFrames;
@@ -544,11 +551,12 @@ fn walk_frames<A: Arch, M: Memory>(
             // step (a lookup that gave up looks like no coverage).
             break Stop::Budget;
         }
-        if next.pc == 0 {
-            break Stop::Outermost;
-        }
-        if next.pc >= lookup.user_addr_end() {
-            break Stop::BadReturnAddress;
+        if next.pc.wrapping_sub(1) >= last_pc {
+            break if next.pc == 0 {
+                Stop::Outermost
+            } else {
+                Stop::BadReturnAddress
+            };
         }
         if source == FrameSource::SignalFrame {
             if signal_frames >= limits.max_signal_frames {
@@ -566,7 +574,8 @@ fn walk_frames<A: Arch, M: Memory>(
             if next.sp < regs.sp || (next.sp == regs.sp && !may_stay) {
                 break Stop::CfaNotIncreasing;
             }
-            if next.sp.saturating_sub(span_base) > limits.max_span {
+            // `next.sp >= regs.sp >= span_base`: no wrap.
+            if next.sp.wrapping_sub(span_base) > limits.max_span {
                 break Stop::SpanExceeded;
             }
             exact = false;
