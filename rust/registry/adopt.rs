@@ -14,6 +14,7 @@
 //! publishes the set in one step.
 
 use super::{
+    bound::BoundCopy,
     copy::SectionCopy,
     counters::{
         Failure,
@@ -88,8 +89,11 @@ pub(crate) fn snapshot(parent: *const bindings::mm_struct) -> Option<Inherited> 
         }
         // More sections than counted (a concurrent register): the rest
         // are left out, as if registered after the fork.
-        let _ =
-            sections.push_within_capacity(s.inherit(s.holder.clone(), SFRAME_SECTION_INHERITED));
+        let _ = sections.push_within_capacity(s.inherit(
+            s.copy.clone(),
+            s.holder.clone(),
+            SFRAME_SECTION_INHERITED,
+        ));
     };
     state.for_each_in_order(&guard, |s| take(&mut sections, s));
     Some(Inherited { sections })
@@ -207,12 +211,11 @@ impl Writer<'_> {
             } else {
                 self.take_use(e, revived)
             };
-            let Some(copy) = copy else {
+            let Some(bound) = copy.and_then(|c| self.bind(e, c)) else {
                 dropped += 1;
                 continue;
             };
-            let mut s = e.inherit(holder.clone(), 0);
-            s.copy = copy;
+            let s = e.inherit(bound, holder.clone(), 0);
             if let Err(s) = self.adopt_one(mmap, &state, indexed, s, &mut kept) {
                 self.put_copy(&s.copy);
                 dropped += 1;
@@ -245,10 +248,27 @@ impl Writer<'_> {
         if e.copy.users.load(Ordering::Relaxed) == 0 {
             // Its last use went after `revive_dead` looked: taken back
             // from the kept copies if it is one, else gone.
-            return self.take_kept(&e.copy).then(|| e.copy.clone());
+            return self.take_kept(&e.copy).then(|| e.copy.copy().clone());
         }
         e.copy.users.fetch_add(1, Ordering::Relaxed);
-        Some(e.copy.clone())
+        Some(e.copy.copy().clone())
+    }
+
+    /// The child's `copy` of `e`'s bytes (a use counted), bound to `e`'s
+    /// addresses: `e`'s own, rows and all, where it is the same copy;
+    /// a revived copy parsed there.  `None`, the use dropped, without
+    /// memory.
+    fn bind(&mut self, e: &Section, copy: Arc<SectionCopy>) -> Option<Arc<BoundCopy>> {
+        if Arc::ptr_eq(&copy, e.copy.copy()) {
+            return Some(e.copy.clone());
+        }
+        match BoundCopy::new_shared(copy.clone(), e.sframe_addr, (e.text_start, e.text_end)) {
+            Ok(bound) => Some(bound),
+            Err(_) => {
+                self.put_copy(&copy);
+                None
+            }
+        }
     }
 
     /// Adds `s` to the child's state, counted: into its tree if the state

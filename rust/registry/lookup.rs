@@ -44,9 +44,10 @@ pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
 }
 
 /// The rows of one mm for one walk that does not sleep: the RCU read lock
-/// is held for the whole walk, the mm's state is looked up once and the
-/// section last used stays parsed (consecutive frames are mostly in one
-/// object), so a frame costs a range check and the row search.
+/// is held for the whole walk, the mm's state is looked up once, each
+/// section's rows were parsed when it was registered, and the section
+/// last used stays current (consecutive frames are mostly in one object),
+/// so a frame costs a range check and the row search.
 ///
 /// A section is found live once, where the walk first reaches it, and used
 /// for the walk's frames in its range from then on, as the RCU read lock
@@ -56,14 +57,13 @@ pub(crate) struct WalkRows<'g> {
     guard: &'g rcu::Guard,
     state: Option<&'g MmState>,
     /// The text range of the section last used, empty where none was
-    /// found: its copy, not the section, is read from then on.  Every
-    /// address, with no rows, for a walk of an mm without state.
+    /// found.  Every address, with no rows, for a walk of an mm without
+    /// state.
     range: (u64, u64),
-    /// Its bytes, parsed, with the copy's row table and index.  A field
-    /// of its own: [`SectionCopy::rows_into`] makes it in place, where a
-    /// pair with the section was built and then copied (200 bytes, twice,
-    /// for each change of section).
-    parsed: Option<sframe::Section<'g>>,
+    /// Its rows: its copy's bytes as the section parsed them when it was
+    /// made, with the copy's row table and index
+    /// ([`Section::rows`]): a change of section makes nothing.
+    parsed: Option<&'g sframe::Section<'g>>,
     /// The section last found (still kept where a frame without one
     /// came after it) and the one found before it: a walk that comes back
     /// to an object it left (a program, its C library, the program's
@@ -100,7 +100,7 @@ impl<'g> WalkRows<'g> {
         if !(self.range.0..self.range.1).contains(&pc) {
             self.switch(pc);
         }
-        self.parsed.as_ref()?.find_within(pc, budget).ok().flatten()
+        self.parsed?.find_within(pc, budget).ok().flatten()
     }
 
     /// Makes the live section that covers `pc`, if any, the one
@@ -124,14 +124,14 @@ impl<'g> WalkRows<'g> {
                     self.previous = self.current.replace(s);
                 }
                 self.range = (s.text_start, s.text_end);
-                s.copy.rows_into(s.sframe_addr, &mut self.parsed);
+                (self.parsed, self.hints) = s.rows();
             }
             None => {
                 self.range = (0, 0);
                 self.parsed = None;
+                self.hints = sframe::Hints::NONE;
             }
         }
-        self.hints = hints_of(&self.parsed, self.range);
     }
 }
 
@@ -294,7 +294,7 @@ impl<'k> SleepingWalkRows<'k> {
     #[inline(never)]
     fn switch(&mut self, pc: u64) -> bool {
         let kept = self.switch_section(pc);
-        self.hints = hints_of(&self.parsed, self.current);
+        self.hints = hints_of(self.parsed.as_ref(), self.current);
         kept
     }
 
@@ -347,15 +347,15 @@ impl<'k> SleepingWalkRows<'k> {
             text_start: s.text_start,
             text_end: s.text_end,
             sframe_addr: s.sframe_addr,
-            copy: s.copy.clone(),
+            copy: s.copy.copy().clone(),
         })
     }
 }
 
 /// The hints of `parsed`'s row table for PCs in `range` (a walk's current
 /// section and its text range).
-fn hints_of<'a>(parsed: &Option<sframe::Section<'a>>, range: (u64, u64)) -> sframe::Hints<'a> {
-    parsed.as_ref().map_or(sframe::Hints::NONE, |rows| {
+fn hints_of<'a>(parsed: Option<&sframe::Section<'a>>, range: (u64, u64)) -> sframe::Hints<'a> {
+    parsed.map_or(sframe::Hints::NONE, |rows| {
         rows.hints_within(range.0, range.1)
     })
 }

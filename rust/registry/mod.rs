@@ -69,6 +69,7 @@
 
 mod account;
 mod adopt;
+mod bound;
 mod copy;
 mod copy_index;
 mod counters;

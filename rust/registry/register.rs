@@ -13,6 +13,7 @@
 
 use super::{
     account::UserAccount,
+    bound::BoundCopy,
     copy::{
         unreadable,
         SectionCopy, //
@@ -359,12 +360,20 @@ impl Writer<'_> {
             self.forget_if_idle(&holder);
             return (Err(f), Some(state));
         }
+        let text = (req.text_start, req.text_end);
+        let bound = match BoundCopy::new_shared(copy.clone(), req.sframe_addr, text) {
+            Ok(b) => b,
+            Err(f) => {
+                self.forget_if_idle(&holder);
+                return (Err(f), Some(state));
+            }
+        };
         let handle = self.shared().next_handle;
         let s = Section::new(
             handle,
-            (req.text_start, req.text_end),
+            text,
             req.sframe_addr,
-            copy.clone(),
+            bound,
             holder.clone(),
             req.flags,
         );

@@ -12,10 +12,11 @@
 
 use super::{
     account::UserAccount,
-    copy::SectionCopy, //
+    bound::BoundCopy, //
 };
 use crate::{
     abstractions::rcu_maple::TreeValue,
+    sframe,
     uapi::SframeSectionInfo, //
 };
 use core::sync::atomic::{
@@ -40,9 +41,11 @@ pub(super) struct Section {
     pub(super) text_start: u64,
     pub(super) text_end: u64,
     pub(super) sframe_addr: u64,
-    /// The bytes; a use of the copy is counted for the section until it
-    /// is erased (`put_copy`).
-    pub(super) copy: Arc<SectionCopy>,
+    /// The bytes, and the rows a walk searches in them, parsed at
+    /// `sframe_addr` for the registration (a fork child's sections share
+    /// their parent's); a use of the copy is counted for the section
+    /// until it is erased (`put_copy`).
+    pub(super) copy: Arc<BoundCopy>,
     /// The user whose process holds the section, charged for it: the
     /// process's own account, whoever registered the copy (a daemon
     /// registers for every user's processes).
@@ -53,23 +56,25 @@ pub(super) struct Section {
     state: AtomicU8,
 }
 
-// SAFETY: A section's drop releases its `Arc<SectionCopy>` and its
-// `Arc<UserAccount>`, whose last references free memory with
-// `kvfree()`/`kfree()` only (a copy leaves `Registry::copies`, and an
-// account `Registry::users`, under the registry lock, in process context,
-// before that): safe in an RCU callback.
+// SAFETY: A section's drop releases its `Arc<BoundCopy>` (and through it
+// an `Arc<SectionCopy>`) and its `Arc<UserAccount>`, whose last
+// references free memory with `kvfree()`/`kfree()` only (a copy leaves
+// `Registry::copies`, and an account `Registry::users`, under the
+// registry lock, in process context, before that): safe in an RCU
+// callback.
 #[expect(unsafe_code, reason = "a section's drop frees memory only")]
 unsafe impl TreeValue for Section {
     const DROP_AT_ERASE: bool = false;
 }
 
 impl Section {
-    /// A live section of `copy` for `text`, held by `holder`.
+    /// A live section of `copy` (bound to `sframe_addr` and `text`) for
+    /// `text`, held by `holder`.
     pub(super) fn new(
         handle: u64,
         text: (u64, u64),
         sframe_addr: u64,
-        copy: Arc<SectionCopy>,
+        copy: Arc<BoundCopy>,
         holder: Arc<UserAccount>,
         flags: u32,
     ) -> Self {
@@ -86,16 +91,29 @@ impl Section {
     }
 
     /// The same registration, live, for another state (a fork child's),
-    /// held by `holder`; `flags` added.
-    pub(super) fn inherit(&self, holder: Arc<UserAccount>, flags: u32) -> Self {
+    /// with `copy`, bound to the same addresses (its own, or a revived
+    /// copy's), held by `holder`; `flags` added.
+    pub(super) fn inherit(
+        &self,
+        copy: Arc<BoundCopy>,
+        holder: Arc<UserAccount>,
+        flags: u32,
+    ) -> Self {
         Self::new(
             self.handle,
             (self.text_start, self.text_end),
             self.sframe_addr,
-            self.copy.clone(),
+            copy,
             holder,
             self.flags | flags,
         )
+    }
+
+    /// The rows a walk searches in the section, and their hints for its
+    /// text range: parsed when the section was made.
+    #[inline(always)]
+    pub(super) fn rows(&self) -> (Option<&sframe::Section<'_>>, sframe::Hints<'_>) {
+        (self.copy.rows(), self.copy.hints())
     }
 
     pub(super) fn covers(&self, pc: u64) -> bool {
