@@ -3,11 +3,12 @@
 //! A section's copy bound to the registration's addresses: its bytes
 //! parsed where the registration maps them, once, when it is made.
 //!
-//! A walk in NMI or IRQ context that reaches a section uses these rows as
-//! they are ([`BoundCopy::rows`]).  Made again at every change of section,
-//! they cost a walk about 250 instructions each time: the header's layout,
-//! two area bounds, the index's, the row table's and the hints' headers,
-//! and 200 bytes written.
+//! A walk that reaches a section uses these rows as they are
+//! ([`BoundCopy::rows`]): the sample path's under its RCU read lock, the
+//! deferred path's through a counted reference.  Made again at every
+//! change of section, they cost a walk about 250 instructions each time:
+//! the header's layout, two area bounds, the index's, the row table's and
+//! the hints' headers, and 200 bytes written.
 //!
 //! A registration makes one, in its own allocation; a fork child's
 //! adopted sections share their parent's (a fork copies no rows), but for

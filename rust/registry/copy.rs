@@ -96,25 +96,15 @@ pub(super) struct SectionCopy {
 
 impl SectionCopy {
     /// The copy as a section mapped at `sframe_addr`, its row table and
-    /// index attached (O(1), no allocation): what a walk searches.
-    /// Made from the layout its validation found, so it cannot fail; if
-    /// it did, the section would give no rows.
+    /// index attached (O(1), no allocation): what a walk searches, made
+    /// once per registration ([`super::bound::BoundCopy`]).  Made from the
+    /// layout its validation found (the header is not read again), so it
+    /// cannot fail; if it did, the section would give no rows.
     pub(super) fn rows_at(&self, sframe_addr: u64) -> Option<sframe::Section<'_>> {
-        let mut parsed = None;
-        self.rows_into(sframe_addr, &mut parsed);
-        parsed
-    }
-
-    /// [`SectionCopy::rows_at`] into `out`, in place: a walk that changes
-    /// section makes the new one where it keeps it, without moving its
-    /// 200 bytes.
-    pub(super) fn rows_into<'a>(&'a self, sframe_addr: u64, out: &mut Option<sframe::Section<'a>>) {
-        // From the layout the validation's parse found: the header is not
-        // read again (the deferred walk does this per frame).
-        *out = sframe::Section::with_layout(&self.bytes, &self.info.layout, sframe_addr).ok();
-        if let Some(parsed) = out {
-            self.index.attach(parsed);
-        }
+        let mut parsed =
+            sframe::Section::with_layout(&self.bytes, &self.info.layout, sframe_addr).ok()?;
+        self.index.attach(&mut parsed);
+        Some(parsed)
     }
 
     /// What the copy is charged against its owner's and the module's byte

@@ -10,7 +10,7 @@
 //! counted references, and the sections parsed ([`SleepingWalkRows`]).
 
 use super::{
-    copy::SectionCopy,
+    bound::BoundCopy,
     registry,
     section::Section,
     state::MmState, //
@@ -151,9 +151,10 @@ const KEPT_SECTIONS: usize = 8;
 
 /// The sections a walk that may sleep between its lookups (the deferred
 /// path, whose reads fault pages in) has used, each kept by a counted
-/// reference to its copy for the whole walk, so that the walk can keep
-/// them parsed ([`SleepingWalkRows`]).  A slot is filled once and never
-/// changes until the walk ends: what the walk borrows from it stays.
+/// reference to its bound copy (its bytes and the rows parsed at its
+/// registration) for the whole walk, so that the walk can borrow those
+/// rows ([`SleepingWalkRows`]).  A slot is filled once and never changes
+/// until the walk ends: what the walk borrows from it stays.
 ///
 /// The copy kept may be that of a section retired since it was found (an
 /// object unmapped while the walk slept): its rows are those the section
@@ -195,15 +196,14 @@ impl KeptSections {
 
 /// The rows of one mm for a walk that may sleep between its lookups (the
 /// deferred path): no RCU read lock is held between them, so each section
-/// used is kept by a counted reference to its copy ([`KeptSections`]) and
-/// stays parsed: a frame in the section of the frame before costs the
-/// range check and the row table's search, as on the sample path; a frame
-/// in a section the walk has kept, a parse (two bounds checks,
-/// [`SectionCopy::rows_into`]); a frame elsewhere, one RCU read-side
-/// section to find its section (the mm's state found at the first), and
-/// the parse.  Where a walk crosses more sections than there are slots,
-/// the section of the latest frame is kept here and made again from its
-/// layout for each lookup.
+/// used is kept by a counted reference to its bound copy
+/// ([`KeptSections`]), whose rows the walk borrows: a frame in the section
+/// of the frame before costs the range check and the row table's search,
+/// as on the sample path; a frame in a section the walk has kept, the
+/// slots' range checks; a frame elsewhere, one RCU read-side section to
+/// find its section (the mm's state found at the first).  Where a walk
+/// crosses more sections than there are slots, the section of the latest
+/// frame is kept here, and its rows borrowed for each lookup.
 pub(crate) struct SleepingWalkRows<'k> {
     mm: *const bindings::mm_struct,
     /// The mm's registrations, from the first lookup on: found in the
@@ -216,8 +216,8 @@ pub(crate) struct SleepingWalkRows<'k> {
     /// The text range of the section last used where one was kept;
     /// empty otherwise.  Every address, with no rows, for a null mm.
     current: (u64, u64),
-    /// Its rows: its bytes parsed in place ([`SectionCopy::rows_into`]).
-    parsed: Option<sframe::Section<'k>>,
+    /// Its rows, parsed when the section was registered.
+    parsed: Option<&'k sframe::Section<'k>>,
     /// The section last used where no slot was left.
     spilled: Option<Kept>,
     /// The hints of `parsed`'s row table for PCs in `current`, as
@@ -229,8 +229,7 @@ pub(crate) struct SleepingWalkRows<'k> {
 struct Kept {
     text_start: u64,
     text_end: u64,
-    sframe_addr: u64,
-    copy: Arc<SectionCopy>,
+    copy: Arc<BoundCopy>,
 }
 
 impl Kept {
@@ -271,17 +270,12 @@ impl<'k> SleepingWalkRows<'k> {
         if let Some(found) = self.hints.find(pc, budget) {
             return found.ok().flatten().map(sframe::FoundRow::Packed);
         }
-        let spilled_rows;
         let rows = if (self.current.0..self.current.1).contains(&pc) || self.switch(pc) {
-            self.parsed.as_ref()
+            self.parsed
         } else {
-            // More sections than slots: the section is made again from
-            // its layout for each lookup.
-            spilled_rows = self
-                .spilled
-                .as_ref()
-                .and_then(|k| k.copy.rows_at(k.sframe_addr));
-            spilled_rows.as_ref()
+            // More sections than slots: the spilled one's rows, borrowed
+            // for this lookup.
+            self.spilled.as_ref().and_then(|k| k.copy.rows())
         };
         rows?.find_within(pc, budget).ok().flatten()
     }
@@ -293,44 +287,37 @@ impl<'k> SleepingWalkRows<'k> {
     /// are the kept section's (none for a spilled one).
     #[inline(never)]
     fn switch(&mut self, pc: u64) -> bool {
-        let kept = self.switch_section(pc);
-        self.hints = hints_of(self.parsed.as_ref(), self.current);
-        kept
-    }
-
-    /// [`SleepingWalkRows::switch`], without the hints.
-    #[inline(always)]
-    fn switch_section(&mut self, pc: u64) -> bool {
         if self.spilled.as_ref().is_some_and(|k| k.covers(pc)) {
             return false;
         }
         self.current = (0, 0);
         self.parsed = None;
+        self.hints = sframe::Hints::NONE;
         self.spilled = None;
         // A section this walk has kept is used again without a lookup:
         // the walk is a snapshot of each section as it was when the walk
         // reached it, as it is for the frames of the current one.
-        if let Some(k) = self.kept.covering(pc) {
-            self.current = (k.text_start, k.text_end);
-            k.copy.rows_into(k.sframe_addr, &mut self.parsed);
-            return true;
-        }
-        let Some(found) = self.find(pc) else {
-            return false;
+        let kept = match self.kept.covering(pc) {
+            Some(k) => k,
+            None => {
+                let Some(found) = self.find(pc) else {
+                    return false;
+                };
+                match self.kept.keep(found) {
+                    Ok(k) => k,
+                    Err(found) => {
+                        self.spilled = Some(found);
+                        return false;
+                    }
+                }
+            }
         };
-        match self.kept.keep(found) {
-            Ok(k) => {
-                // A section whose parse fails (never the case for a
-                // validated copy) is current with no rows.
-                self.current = (k.text_start, k.text_end);
-                k.copy.rows_into(k.sframe_addr, &mut self.parsed);
-                true
-            }
-            Err(found) => {
-                self.spilled = Some(found);
-                false
-            }
-        }
+        // A section whose parse failed (never the case for a validated
+        // copy) is current with no rows.
+        self.current = (kept.text_start, kept.text_end);
+        self.parsed = kept.copy.rows();
+        self.hints = kept.copy.hints();
+        true
     }
 
     /// The live section that covers `pc`, with a counted reference to its
@@ -346,18 +333,9 @@ impl<'k> SleepingWalkRows<'k> {
         Some(Kept {
             text_start: s.text_start,
             text_end: s.text_end,
-            sframe_addr: s.sframe_addr,
-            copy: s.copy.copy().clone(),
+            copy: s.copy.clone(),
         })
     }
-}
-
-/// The hints of `parsed`'s row table for PCs in `range` (a walk's current
-/// section and its text range).
-fn hints_of<'a>(parsed: Option<&sframe::Section<'a>>, range: (u64, u64)) -> sframe::Hints<'a> {
-    parsed.map_or(sframe::Hints::NONE, |rows| {
-        rows.hints_within(range.0, range.1)
-    })
 }
 
 /// The range a walk's rows start with: empty, so that the first lookup
