@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! KUnit suite for the abstractions: the RCU maple tree wrapper and slot.
+//! KUnit suites for the abstractions: the RCU maple tree wrapper and slot,
+//! the per-CPU counters, and the sample path's small user reads.
 
 use kernel::prelude::*;
 
@@ -389,5 +390,33 @@ mod percpu_counters_tests {
         let wide = percpu_counters::read::<{ SLOTS + 4 }>();
         assert_eq!(wide[SLOTS..], [0; 4]);
         assert_eq!(wide[FIRST_FREE..SLOTS], before[FIRST_FREE..]);
+    }
+}
+
+#[kunit_tests(sframe_unwind_user_mem)]
+mod user_mem_tests {
+    use crate::abstractions::user_mem::fill_from_words;
+
+    #[test]
+    fn small_reads_take_their_bytes_from_two_words() {
+        // Memory whose byte at address `a` is `a + 1`.
+        let mem: [u8; 24] = core::array::from_fn(|i| i as u8 + 1);
+        let word = |at: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&mem[at..at + 8]);
+            u64::from_le_bytes(w)
+        };
+        for at in 0..4 {
+            for len in 1..=16 {
+                let mut buf = [0u8; 16];
+                let last = word(at + len.max(8) - 8);
+                assert!(fill_from_words(&mut buf[..len], word(at), last));
+                assert_eq!(buf[..len], mem[at..at + len]);
+                // Nothing past `len` is written.
+                assert!(buf[len..].iter().all(|&b| b == 0));
+            }
+        }
+        let mut long = [0u8; 17];
+        assert!(!fill_from_words(&mut long, word(0), word(9)));
     }
 }

@@ -7,8 +7,9 @@
 //!
 //! - [`UserWindow`] and its [`NmiUserMemory`] readers: perf's sampling
 //!   path (NMI or IRQ). Page faults disabled for the whole walk, words read
-//!   with `__get_user()`, as perf's own frame-pointer walk reads them; a
-//!   page that is not resident reads as a fault.
+//!   with `__get_user()`, as perf's own frame-pointer walk reads them (and
+//!   the few bytes of an instruction the walk checks, from one or two
+//!   words); a page that is not resident reads as a fault.
 //! - [`FaultingUserMemory`]: the deferred path (task context on the way back
 //!   to user space). `copy_from_user()`, which may sleep to fault a page in.
 //!
@@ -93,6 +94,79 @@ impl NmiUserMemory<'_> {
     }
 }
 
+impl NmiUserMemory<'_> {
+    /// Fills `buf`, at most [`WORDS_READ`] bytes, from the word at `addr`
+    /// and, past one word, the word that ends where `buf` does: read as a
+    /// frame's words are, with `__get_user()`, at about a tenth of what a
+    /// copy costs here (the copy routine, and the hardened usercopy checks
+    /// of its destination).  `false` for a longer `buf`, or where a word
+    /// cannot be read: it may reach past `buf`'s bytes, to a page that is
+    /// not mapped or not resident, so the caller then copies the bytes
+    /// themselves.  Only inside a window that said plain reads may go
+    /// ahead.
+    #[inline(always)]
+    fn read_by_words(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        let words = match buf.len() {
+            1..=8 => self.read_u64(addr).map(|w| (w, w)),
+            9..=WORDS_READ => addr
+                .checked_add(buf.len() as u64 - 8)
+                .and_then(|last| self.read_pair(addr, last)),
+            _ => None,
+        };
+        words.is_some_and(|(first, last)| fill_from_words(buf, first, last))
+    }
+
+    /// [`Memory::read`] by a copy of the bytes.
+    #[inline(never)]
+    fn copy(&mut self, addr: u64, buf: &mut [u8]) -> bool {
+        let Ok(addr) = usize::try_from(addr) else {
+            return false;
+        };
+        let (dst, len) = (buf.as_mut_ptr().cast(), buf.len());
+        // SAFETY: `buf` is writable for `len` bytes. Both helpers read only
+        // a user range (`access_ok()`) and never sleep: page faults are
+        // disabled for as long as `self.window` is open. The plain read
+        // only where the window said user memory may be read. They return
+        // the bytes not read.
+        let left = unsafe {
+            if self.window.okay {
+                ffi::sframe_read_user_inatomic(dst, addr, len)
+            } else {
+                ffi::sframe_read_user_checked(dst, addr, len)
+            }
+        };
+        left == 0
+    }
+}
+
+/// The most bytes [`NmiUserMemory::read`] takes from words: two.
+const WORDS_READ: usize = 16;
+
+/// Fills `buf` (at most [`WORDS_READ`] bytes) from `first`, the
+/// little-endian word at its start, and past 8 bytes from `last`, the
+/// word that ends where `buf` ends; `false` for a longer `buf`.
+#[inline(always)]
+pub(crate) fn fill_from_words(buf: &mut [u8], first: u64, last: u64) -> bool {
+    let n = buf.len();
+    if n > WORDS_READ {
+        return false;
+    }
+    let (first, last) = (first.to_le_bytes(), last.to_le_bytes());
+    for (i, b) in buf.iter_mut().enumerate() {
+        // Byte `i` is `last`'s byte `i + 8 - n` from the ninth on.
+        let byte = if i < 8 {
+            first.get(i)
+        } else {
+            (i + 8).checked_sub(n).and_then(|j| last.get(j))
+        };
+        let Some(&byte) = byte else {
+            return false;
+        };
+        *b = byte;
+    }
+    true
+}
+
 impl Memory for NmiUserMemory<'_> {
     #[inline(always)]
     fn read_u64(&mut self, addr: u64) -> Option<u64> {
@@ -121,24 +195,17 @@ impl Memory for NmiUserMemory<'_> {
         unsafe { read_user_words(a, b) }
     }
 
+    /// Up to two words' bytes (the walk's checks of instructions: the
+    /// call before a return address, the signal trampoline, a frame's
+    /// set-up) through [`NmiUserMemory::read_by_words`] first.  In line:
+    /// each caller's length is a constant, and the bytes fold into the
+    /// words' registers.
+    #[inline(always)]
     fn read(&mut self, addr: u64, buf: &mut [u8]) -> bool {
-        let Ok(addr) = usize::try_from(addr) else {
-            return false;
-        };
-        let (dst, len) = (buf.as_mut_ptr().cast(), buf.len());
-        // SAFETY: `buf` is writable for `len` bytes. Both helpers read only
-        // a user range (`access_ok()`) and never sleep: page faults are
-        // disabled for as long as `self.window` is open. The plain read
-        // only where the window said user memory may be read. They return
-        // the bytes not read.
-        let left = unsafe {
-            if self.window.okay {
-                ffi::sframe_read_user_inatomic(dst, addr, len)
-            } else {
-                ffi::sframe_read_user_checked(dst, addr, len)
-            }
-        };
-        left == 0
+        if self.window.okay && self.read_by_words(addr, buf) {
+            return true;
+        }
+        self.copy(addr, buf)
     }
 }
 
