@@ -62,7 +62,8 @@ pub(crate) struct WalkRows<'g> {
     range: (u64, u64),
     /// Its rows: its copy's bytes as the section parsed them when it was
     /// made, with the copy's row table and index
-    /// ([`Section::rows`]): a change of section makes nothing.
+    /// ([`super::bound::BoundCopy::rows`]): a change of section makes
+    /// nothing.
     parsed: Option<&'g sframe::Section<'g>>,
     /// The section last found (still kept where a frame without one
     /// came after it) and the one found before it: a walk that comes back
@@ -124,7 +125,8 @@ impl<'g> WalkRows<'g> {
                     self.previous = self.current.replace(s);
                 }
                 self.range = (s.text_start, s.text_end);
-                (self.parsed, self.hints) = s.rows();
+                self.parsed = s.copy.rows();
+                self.hints = s.copy.hints();
             }
             None => {
                 self.range = (0, 0);

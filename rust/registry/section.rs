@@ -16,7 +16,6 @@ use super::{
 };
 use crate::{
     abstractions::rcu_maple::TreeValue,
-    sframe,
     uapi::SframeSectionInfo, //
 };
 use core::sync::atomic::{
@@ -107,13 +106,6 @@ impl Section {
             holder,
             self.flags | flags,
         )
-    }
-
-    /// The rows a walk searches in the section, and their hints for its
-    /// text range: parsed when the section was made.
-    #[inline(always)]
-    pub(super) fn rows(&self) -> (Option<&sframe::Section<'_>>, sframe::Hints<'_>) {
-        (self.copy.rows(), self.copy.hints())
     }
 
     pub(super) fn covers(&self, pc: u64) -> bool {
