@@ -16,7 +16,7 @@ pub(crate) struct Cli {
     pub(crate) command: Command,
 }
 
-#[derive(Subcommand)]
+#[derive(Subcommand, Debug, PartialEq)]
 pub(crate) enum Command {
     /// Print the SFrame header, every FDE and every FRE of an ELF file
     /// or a raw SFrame section.

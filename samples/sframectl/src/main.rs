@@ -33,6 +33,7 @@ use anyhow::Result;
 use clap::Parser;
 use cli::Cli;
 use cli::Command;
+use std::ffi::OsString;
 use std::io::ErrorKind;
 use std::process::ExitCode;
 
@@ -83,7 +84,12 @@ fn run(command: Command) -> Result<()> {
 }
 
 fn main() -> ExitCode {
-    match run(Cli::parse().command) {
+    let args: Vec<OsString> = std::env::args_os().collect();
+    let command = match run::quick_parse(&args) {
+        Some(command) => command,
+        None => Cli::parse_from(args).command,
+    };
+    match run(command) {
         Ok(()) => ExitCode::SUCCESS,
         // A reader that stopped early (`| head`) is not an error worth a message.
         Err(err) if is_broken_pipe(&err) => ExitCode::SUCCESS,

@@ -2,15 +2,22 @@
 
 //! `sframectl run -- CMD...`: run a program with the audit library, so
 //! that every object it loads is registered (and removed on `dlclose`).
+//!
+//! Its start is part of the start of every program a user runs this way,
+//! so the usual forms of the command line are read without building the
+//! whole command line's parser ([`quick_parse`]).
 
 use anyhow::anyhow;
 use anyhow::bail;
 use anyhow::Result;
 use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::path::PathBuf;
 use std::process::Command;
+
+use crate::cli;
 
 /// Environment variable naming the audit library.
 pub(crate) const AUDIT_LIB_ENV: &str = "SFRAME_AUDIT_LIB";
@@ -85,6 +92,58 @@ fn ld_audit(lib: &Path, existing: Option<OsString>) -> OsString {
         }
         None => lib.as_os_str().to_owned(),
     }
+}
+
+/// The `run` subcommand read from the whole command line `args` (the
+/// program's name first) when it has one of its usual forms:
+///
+/// ```text
+/// sframectl run [--debug] [--audit-lib PATH | --audit-lib=PATH] -- CMD [ARGS...]
+/// ```
+///
+/// with the options in any order, each at most once.  Anything else
+/// (another subcommand, `--help`, an option twice, an option's value that
+/// looks like an option, a mistake) gives `None`, and the full parser
+/// decides, with its messages: what this returns is what that parser
+/// would have made of the same line.
+pub(crate) fn quick_parse(args: &[OsString]) -> Option<cli::Command> {
+    let mut rest = args.get(1..)?.iter();
+    if rest.next()? != "run" {
+        return None;
+    }
+    let mut audit_lib = None;
+    let mut debug = false;
+    loop {
+        let arg = rest.next()?;
+        if arg == "--" {
+            break;
+        }
+        if arg == "--debug" && !debug {
+            debug = true;
+            continue;
+        }
+        if audit_lib.is_some() {
+            return None;
+        }
+        let value = if arg == "--audit-lib" {
+            rest.next()?.clone()
+        } else {
+            OsString::from(arg.to_str()?.strip_prefix("--audit-lib=")?)
+        };
+        if matches!(value.as_bytes().first(), None | Some(b'-')) {
+            return None;
+        }
+        audit_lib = Some(PathBuf::from(value));
+    }
+    let command: Vec<OsString> = rest.cloned().collect();
+    if command.is_empty() {
+        return None;
+    }
+    Some(cli::Command::Run {
+        audit_lib,
+        debug,
+        command,
+    })
 }
 
 pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString]) -> Result<()> {
@@ -164,6 +223,66 @@ mod tests {
         let err = find_audit_lib(None, None, Some(dir.join("elsewhere/x/sframectl"))).unwrap_err();
         assert!(err.to_string().contains("--audit-lib"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    fn argv(line: &[&str]) -> Vec<OsString> {
+        std::iter::once("sframectl")
+            .chain(line.iter().copied())
+            .map(OsString::from)
+            .collect()
+    }
+
+    #[test]
+    fn quick_parse_reads_the_usual_forms_as_the_parser_does() {
+        use clap::Parser;
+        let usual: &[&[&str]] = &[
+            &["run", "--", "gzip", "-1", "--", "--debug"],
+            &["run", "--debug", "--", "make", "-j"],
+            &["run", "--audit-lib", "/l.so", "--", "x"],
+            &[
+                "run",
+                "--audit-lib=/l.so",
+                "--debug",
+                "--",
+                "x",
+                "--audit-lib",
+            ],
+            &["run", "--debug", "--audit-lib", "rel/l.so", "--", "x"],
+        ];
+        for line in usual {
+            let args = argv(line);
+            let parsed = crate::cli::Cli::try_parse_from(&args).unwrap().command;
+            assert_eq!(quick_parse(&args), Some(parsed), "{line:?}");
+        }
+        // Left to the parser: what it refuses, and what it reads with more
+        // than the quick reading knows.
+        let others: &[&[&str]] = &[
+            &[],
+            &["run"],
+            &["run", "--"],
+            &["run", "gzip"],
+            &["run", "--help"],
+            &["run", "-h", "--", "x"],
+            &["run", "--debug", "--debug", "--", "x"],
+            &[
+                "run",
+                "--audit-lib",
+                "/a.so",
+                "--audit-lib=/b.so",
+                "--",
+                "x",
+            ],
+            &["run", "--audit-lib", "--", "x"],
+            &["run", "--audit-lib=", "--", "x"],
+            &["run", "--audit-lib"],
+            &["run", "--verbose", "--", "x"],
+            &["status"],
+            &["--version"],
+            &["dump", "run"],
+        ];
+        for line in others {
+            assert_eq!(quick_parse(&argv(line)), None, "{line:?}");
+        }
     }
 
     #[test]
