@@ -3,13 +3,15 @@
 //! `sframectl run -- CMD...`: run a program with the audit library, so
 //! that every object it loads is registered (and removed on `dlclose`).
 //!
-//! Its start is part of the start of every program a user runs this way,
-//! so the usual forms of the command line are read without building the
-//! whole command line's parser ([`quick_parse`]).
+//! Its start is part of the start of every program a user runs this way.
+//! So the usual forms of the command line are read without building the
+//! whole command line's parser ([`quick_parse`]), and the program is
+//! started with the environment as it is, not a copy of it.
 
 use anyhow::anyhow;
 use anyhow::bail;
 use anyhow::Result;
+use std::ffi::OsStr;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
@@ -146,6 +148,33 @@ pub(crate) fn quick_parse(args: &[OsString]) -> Option<cli::Command> {
     })
 }
 
+/// Replaces this process with `program` run with `args` and the audit
+/// library `lib`; returns only if that fails, with the environment as it
+/// was.
+///
+/// The variables are set in this process, whose environment the program
+/// inherits as it is: a `Command` given variables of its own would copy
+/// the whole environment first.  This process has one thread, so nothing
+/// reads the environment meanwhile.
+fn exec(program: &OsStr, args: &[OsString], lib: &Path, debug: bool) -> std::io::Error {
+    let saved = ENV_SET.map(|name| (name, std::env::var_os(name)));
+    std::env::set_var("LD_AUDIT", ld_audit(lib, std::env::var_os("LD_AUDIT")));
+    if debug {
+        std::env::set_var("SFRAME_AUDIT_DEBUG", "1");
+    }
+    let err = Command::new(program).args(args).exec();
+    for (name, value) in saved {
+        match value {
+            Some(value) => std::env::set_var(name, value),
+            None => std::env::remove_var(name),
+        }
+    }
+    err
+}
+
+/// The variables [`exec`] sets.
+const ENV_SET: [&str; 2] = ["LD_AUDIT", "SFRAME_AUDIT_DEBUG"];
+
 pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString]) -> Result<()> {
     let Some((program, args)) = command.split_first() else {
         bail!("no command given: sframectl run -- CMD [ARGS...]");
@@ -161,13 +190,7 @@ pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString])
             program.to_string_lossy()
         );
     }
-    let mut cmd = Command::new(program);
-    cmd.args(args)
-        .env("LD_AUDIT", ld_audit(&lib, std::env::var_os("LD_AUDIT")));
-    if debug {
-        cmd.env("SFRAME_AUDIT_DEBUG", "1");
-    }
-    let err = cmd.exec();
+    let err = exec(program, args, &lib, debug);
     bail!("cannot run {}: {err}", program.to_string_lossy())
 }
 
