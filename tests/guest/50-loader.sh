@@ -90,6 +90,40 @@ same_with_module() {
 }
 check "module: audited program's output and exit status unchanged" same_with_module
 
+# `sframectl run` starts the program from a constructor, before the
+# standard library's start-up (samples/sframectl/src/run.rs, EARLY_RUN):
+# what it passes on is what `main`'s path passes on, and a failure is
+# reported once, by `main`.
+run_env() {
+	local out want
+	want="$PROGS/libnoop-audit.so:$(readlink -f "$AUDIT")"
+	out=$(LD_AUDIT=$PROGS/libnoop-audit.so "$CTL" run --debug -- \
+		sh -c 'echo "$LD_AUDIT $SFRAME_AUDIT_DEBUG $0 $1"' "a b" --x 2>/dev/null)
+	echo "got: $out"
+	echo "want: $want 1 a b --x"
+	[ "$out" = "$want 1 a b --x" ]
+}
+check "module: sframectl run adds its library to LD_AUDIT, passes the arguments" run_env
+run_missing() {
+	local rc=0
+	"$CTL" run -- /nonexistent/program 2>"$D/missing.err" || rc=$?
+	cat "$D/missing.err"
+	[ "$rc" = 1 ] && [ "$(wc -l <"$D/missing.err")" = 1 ] &&
+		grep -q "cannot run /nonexistent/program" "$D/missing.err"
+}
+check "module: sframectl run of a missing program says so once" run_missing
+# std_startups CMD...: how many sigaltstack() calls CMD made (the standard
+# library's start-up makes them), counted by a preloaded wrapper.
+std_startups() {
+	rm -f "$D/sigaltstack.log"
+	LD_PRELOAD=$PROGS/libcount-sigaltstack.so SIGALTSTACK_LOG=$D/sigaltstack.log "$@" >/dev/null 2>&1
+	if [ -f "$D/sigaltstack.log" ]; then wc -l <"$D/sigaltstack.log"; else echo 0; fi
+}
+check "module: sframectl status has the standard library's start-up (2+ sigaltstack)" \
+	test "$(std_startups "$CTL" status)" -ge 2
+check "module: sframectl run starts the program before it (no sigaltstack)" \
+	test "$(std_startups "$CTL" run -- /bin/true)" = 0
+
 # sections_while_paused NAME WANT-MAIN WANT-LIB ACTION...: runs the program
 # under `sframectl run` with ACTIONs, then has it pause, and compares how
 # many sections its main program and the library have (- for any).

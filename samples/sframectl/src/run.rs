@@ -5,14 +5,18 @@
 //!
 //! Its start is part of the start of every program a user runs this way.
 //! So the usual forms of the command line are read without building the
-//! whole command line's parser ([`quick_parse`]), and the program is
-//! started with the environment as it is, not a copy of it.
+//! whole command line's parser ([`quick_parse`]), the program is started
+//! with the environment as it is, not a copy of it, and all of that
+//! happens before the standard library's own start-up ([`EARLY_RUN`]).
 
 use anyhow::anyhow;
 use anyhow::bail;
 use anyhow::Result;
+use std::ffi::CStr;
 use std::ffi::OsStr;
 use std::ffi::OsString;
+use std::os::raw::c_char;
+use std::os::raw::c_int;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -148,6 +152,20 @@ pub(crate) fn quick_parse(args: &[OsString]) -> Option<cli::Command> {
     })
 }
 
+/// The audit library `run` gives the program: the flag's, else the
+/// environment's, else the one beside `sframectl`.
+fn audit_lib_for(flag: Option<PathBuf>) -> Result<PathBuf> {
+    find_audit_lib(
+        flag,
+        std::env::var_os(AUDIT_LIB_ENV),
+        std::env::current_exe().ok(),
+    )
+}
+
+fn module_loaded() -> bool {
+    Path::new("/dev/sframe").exists()
+}
+
 /// Replaces this process with `program` run with `args` and the audit
 /// library `lib`; returns only if that fails, with the environment as it
 /// was.
@@ -179,12 +197,8 @@ pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString])
     let Some((program, args)) = command.split_first() else {
         bail!("no command given: sframectl run -- CMD [ARGS...]");
     };
-    let lib = find_audit_lib(
-        audit_lib,
-        std::env::var_os(AUDIT_LIB_ENV),
-        std::env::current_exe().ok(),
-    )?;
-    if !Path::new("/dev/sframe").exists() {
+    let lib = audit_lib_for(audit_lib)?;
+    if !module_loaded() {
         eprintln!(
             "sframectl: warning: the sframe_unwind module is not loaded: {} runs without SFrame registration",
             program.to_string_lossy()
@@ -192,6 +206,67 @@ pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString])
     }
     let err = exec(program, args, &lib, debug);
     bail!("cannot run {}: {err}", program.to_string_lossy())
+}
+
+/// `sframectl run` in the usual case, before `main`.
+///
+/// The standard library's start-up, which runs before `main`, costs as
+/// much as the rest of `sframectl run` together: it finds the main
+/// thread's stack in `/proc/self/maps` and sets up an alternate signal
+/// stack for its stack overflow message, on behalf of a process that
+/// only reads its command line and replaces itself.  glibc runs the
+/// functions of `.init_array` before it with the command line, as it
+/// does for the standard library's own.  This one starts the program
+/// when the command line has one of the usual forms ([`quick_parse`]),
+/// the audit library is found and the module is loaded; otherwise, or
+/// if the program cannot be started, it returns, and `main` does the
+/// same again and says what went wrong.  What it does is what `run`
+/// does, less the warning that goes with a missing module; the program
+/// starts in the same state (`Command`'s exec sets `SIGPIPE` back to its
+/// default and empties the signal mask either way).  Nothing here may
+/// panic: the unwinding would stop at this `extern "C"` function and
+/// abort.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[used]
+#[link_section = ".init_array"]
+static EARLY_RUN: extern "C" fn(c_int, *const *const c_char, *const *const c_char) = early_run;
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+extern "C" fn early_run(argc: c_int, argv: *const *const c_char, _envp: *const *const c_char) {
+    let count = usize::try_from(argc).unwrap_or(0);
+    if argv.is_null() || count < 2 {
+        return;
+    }
+    let args: Vec<OsString> = (0..count)
+        .map_while(|i| {
+            // SAFETY: glibc passes the process's own `argc` and `argv`:
+            // `argv` holds `argc` pointers (and a null one after them).
+            let arg = unsafe { *argv.add(i) };
+            // SAFETY: each of those points to a NUL-terminated string
+            // that lives as long as the process; a null one, which the
+            // kernel never makes, ends the list.
+            (!arg.is_null()).then(|| unsafe { CStr::from_ptr(arg) })
+        })
+        .map(|arg| OsStr::from_bytes(arg.to_bytes()).to_owned())
+        .collect();
+    let Some(cli::Command::Run {
+        audit_lib,
+        debug,
+        command,
+    }) = quick_parse(&args)
+    else {
+        return;
+    };
+    let Some((program, rest)) = command.split_first() else {
+        return;
+    };
+    if !module_loaded() {
+        return;
+    }
+    if let Ok(lib) = audit_lib_for(audit_lib) {
+        // On failure, `main` tries again and reports the error.
+        let _ = exec(program, rest, &lib, debug);
+    }
 }
 
 #[cfg(test)]
