@@ -49,6 +49,18 @@ pub(crate) fn param<T: Copy>(param: &kernel::module_param::ModuleParamAccess<T>)
 pub(crate) mod rcu {
     pub(crate) use kernel::sync::rcu::*;
 
+    /// Whether the current context may be preempted.  One that may not
+    /// (NMI, interrupt or softirq context, preemption or interrupts off; on
+    /// a kernel without `CONFIG_PREEMPT_COUNT`, which preempts no task in
+    /// the kernel, any) is an RCU read-side critical section for as long
+    /// as it stays so and does not sleep: since RCU's flavours were
+    /// consolidated (4.20), a grace period waits for such regions as for
+    /// `rcu_read_lock()`'s.  Any context.
+    pub(crate) fn preemptible() -> bool {
+        // SAFETY: Reads the preemption count and the interrupt flag.
+        unsafe { crate::abstractions::ffi::sframe_preemptible() }
+    }
+
     /// Waits for an RCU grace period: every RCU reader that started before
     /// the call has finished. Sleeps.
     #[cfg(sframe_no_kernel_rcu_sync)]

@@ -19,13 +19,21 @@
 //! The filter is the target's name, which a module's function may share:
 //! the callback ignores calls of functions in the module area.
 //!
+//! The callback also hands the replacement one word, in the register of
+//! the argument after the target's own, which the trampoline restores with
+//! the others: what the callback found out about the call, for the
+//! replacement not to find it again.
+//!
 //! Unregistering waits for callbacks that are running, not for replacements
 //! that a callback sent a task to: the user of this type guards its
 //! replacements and waits for them itself (see `hooks.rs`).
 
 use crate::{
     abstractions::ffi,
-    arch::FTRACE_OPS_FLAGS, //
+    arch::{
+        FTRACE_ARG_REGISTERS,
+        FTRACE_OPS_FLAGS, //
+    },
 };
 use core::marker::PhantomData;
 use kernel::{
@@ -34,16 +42,33 @@ use kernel::{
     types::Opaque, //
 };
 
+/// Where a redirected call goes on.
+pub(crate) struct Redirection {
+    /// The replacement's address.
+    pub(crate) to: usize,
+    /// What the replacement receives after the target's arguments (its
+    /// argument number [`Redirect::ARGS`]).
+    pub(crate) word: usize,
+}
+
 /// What a hook does at the entry of its target.
 ///
 /// # Safety
 ///
-/// [`Redirect::redirect`] returns `None` or the address of a function with
-/// the signature and calling convention of `TARGET`: the hooked call
-/// continues there with the target's arguments and returns to its caller.
+/// - [`Redirect::redirect`] returns `None` or a [`Redirection`] whose `to`
+///   is the address of a function with the signature and calling
+///   convention of `TARGET`, optionally followed by one more `usize`
+///   argument: the hooked call continues there with the target's
+///   arguments (and `word`) and returns to its caller.
+/// - [`Redirect::ARGS`] is the number of `TARGET`'s arguments, all of them
+///   integers or pointers.
 pub(crate) unsafe trait Redirect {
     /// The hooked function's name.
     const TARGET: &'static CStr;
+
+    /// How many arguments `TARGET` takes: [`Redirection::word`] is passed
+    /// as the next one.
+    const ARGS: u32;
 
     /// Whether [`Redirect::redirect`] may return a replacement.  If false,
     /// the hook only watches: it must always return `None`, and is
@@ -51,11 +76,11 @@ pub(crate) unsafe trait Redirect {
     const REDIRECTS: bool = true;
 
     /// Decides whether this call of the target goes to the replacement:
-    /// returns the replacement's address, or `None` to run the original.
+    /// returns where it goes, or `None` to run the original.
     ///
     /// Runs at the target's entry, in any context the target is called in
     /// (NMI included): it must not sleep, lock or fault.
-    fn redirect(args: &Args<'_>) -> Option<usize>;
+    fn redirect(args: &Args<'_>) -> Option<Redirection>;
 }
 
 /// The hooked call's arguments, as the callback sees them.
@@ -125,13 +150,23 @@ unsafe extern "C" fn callback<T: Redirect>(
         fregs,
         _regs: PhantomData,
     };
-    if let Some(to) = T::redirect(&args).filter(|_| T::REDIRECTS) {
+    // A watcher's `redirect` is called for what it sees; a redirection
+    // needs `IPMODIFY`, and a register the trampoline restores for its word.
+    let redirection = T::redirect(&args);
+    if !T::REDIRECTS || T::ARGS >= FTRACE_ARG_REGISTERS {
+        return;
+    }
+    if let Some(redirection) = redirection {
         // SAFETY: `fregs` is the live register set of this call, saved with
-        // the architecture's flags (its instruction pointer included);
-        // `IPMODIFY` (set as `T::REDIRECTS` is) allows changing
-        // its instruction pointer, and `to` has the target's signature
-        // (`Redirect`'s safety requirement).
-        unsafe { ffi::sframe_ftrace_regs_set_ip(fregs, to) };
+        // the architecture's flags; argument `T::ARGS` is not one of the
+        // target's (`Redirect`'s safety requirement), so the original,
+        // should it run, does not read it, and it is an argument register.
+        unsafe { ffi::sframe_ftrace_regs_set_argument(fregs, T::ARGS, redirection.word) };
+        // SAFETY: As above, with its instruction pointer; `IPMODIFY` (set
+        // as `T::REDIRECTS` is) allows changing it, and `to` has the
+        // target's signature, then perhaps the word's (`Redirect`'s
+        // safety requirement).
+        unsafe { ffi::sframe_ftrace_regs_set_ip(fregs, redirection.to) };
     }
 }
 

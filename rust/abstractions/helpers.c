@@ -89,6 +89,12 @@ bool sframe_may_fault(void)
 	return in_task() && !pagefault_disabled();
 }
 
+/* preemptible() is a macro: false without CONFIG_PREEMPT_COUNT. */
+bool sframe_preemptible(void)
+{
+	return preemptible();
+}
+
 void sframe_might_fault(void)
 {
 	might_fault();

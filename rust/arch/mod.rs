@@ -25,7 +25,8 @@
 //!   address is still in the link register ([`sample_chain_entry`]).
 //! - [`FTRACE_OPS_FLAGS`]: the register-saving flags of an ftrace ops
 //!   whose callback reads its target's arguments and may move its
-//!   instruction pointer.
+//!   instruction pointer, and [`FTRACE_ARG_REGISTERS`]: how many argument
+//!   registers the callback may set for the replacement.
 //! - `helpers.c`: the C side of the above (static inlines), and `arch.mk`:
 //!   what `Kbuild` needs for this architecture (its objects, bindgen's
 //!   target and the GCC-only flags to drop).
@@ -53,6 +54,7 @@ pub(crate) use imp::{
     UserRegs,
     CALL_WINDOW,
     ELF_MACHINE,
+    FTRACE_ARG_REGISTERS,
     FTRACE_OPS_FLAGS,
     LR_CALLER_BIAS,
     NOT_ELF,
@@ -126,4 +128,5 @@ const _: &str = SFRAME_ABI_MISMATCH;
 const _: u16 = ELF_MACHINE;
 const _: &str = NOT_ELF;
 const _: u32 = FTRACE_OPS_FLAGS;
+const _: u32 = FTRACE_ARG_REGISTERS;
 const _: u64 = LR_CALLER_BIAS;

@@ -21,6 +21,9 @@ struct pt_regs;
 
 unsigned long sframe_ftrace_regs_get_argument(struct ftrace_regs *fregs, unsigned int n);
 void sframe_ftrace_regs_set_ip(struct ftrace_regs *fregs, unsigned long ip);
+/* rust/arch/<arch>/helpers.c: the argument registers ftrace restores. */
+void sframe_ftrace_regs_set_argument(struct ftrace_regs *fregs, unsigned int n,
+				     unsigned long val);
 bool sframe_in_module_area(unsigned long addr);
 struct pt_regs *sframe_current_user_regs(void);
 bool sframe_user_mode(struct pt_regs *regs);
@@ -28,6 +31,7 @@ bool sframe_current_is_kthread(void);
 bool sframe_current_in_uprobe(void);
 bool sframe_current_in_guest(void);
 bool sframe_may_fault(void);
+bool sframe_preemptible(void);
 void sframe_might_fault(void);
 bool sframe_user_window_open(unsigned long probe);
 void sframe_user_window_close(void);

@@ -15,7 +15,8 @@ use crate::{
         ffi,
         ftrace::{
             Args,
-            Redirect, //
+            Redirect,
+            Redirection, //
         },
     },
     registry,
@@ -32,9 +33,10 @@ pub(super) struct UnmapWatch;
 // SAFETY: `redirect` always returns `None`, and `REDIRECTS` is false.
 unsafe impl Redirect for UnmapWatch {
     const TARGET: &'static CStr = c"vm_area_free";
+    const ARGS: u32 = 1;
     const REDIRECTS: bool = false;
 
-    fn redirect(args: &Args<'_>) -> Option<usize> {
+    fn redirect(args: &Args<'_>) -> Option<Redirection> {
         let vma = args.get(0) as *const ffi::vm_area_struct;
         if vma.is_null() {
             return None;

@@ -37,10 +37,80 @@ pub(super) fn indexed<'g>(
 }
 
 /// Whether `mm` has a live registration.  Any context (NMI included), no
-/// lock; for the ftrace callback, on every sample.
+/// lock.
 pub(crate) fn mm_has_sections(mm: *const bindings::mm_struct) -> bool {
+    live_state(mm).is_some()
+}
+
+/// The state of `mm` if it has a live registration, as a hint for the
+/// walk of the same call ([`StateHint`]).  Any context (NMI included), no
+/// lock; for the sample hook's ftrace callback, on every sample.
+pub(crate) fn live_state(mm: *const bindings::mm_struct) -> Option<StateHint> {
     let guard = rcu::Guard::new();
-    indexed(mm, &guard).is_some_and(|state| state.live.load(Ordering::Relaxed) != 0)
+    indexed(mm, &guard)
+        .filter(|state| state.live.load(Ordering::Relaxed) != 0)
+        // INVARIANT: Held by the index, found under `guard`.
+        .map(|state| StateHint(Arc::as_ptr(state) as usize))
+}
+
+/// An mm's state as the sample hook's ftrace callback found it, handed to
+/// the walk its call goes on to ([`with_walk_rows`]), which then need not
+/// look it up in the index again.
+///
+/// It is a word, passed in a register from the callback to the
+/// replacement (`rust/abstractions/ftrace.rs`), and used only where the
+/// context shows that the RCU read-side critical section it was found in
+/// has lasted since: the replacement runs with preemption off.  7.3's
+/// callers of `perf_callchain_user()` all hold it off (perf's samples,
+/// and BPF's stack helpers); a preemptible caller would have its walk
+/// look the state up again.
+///
+/// # Invariants
+///
+/// Zero, or the address of an [`MmState`] that the index held, found
+/// under RCU in the ftrace callback of the hooked call now running on
+/// this CPU, in which alone the hint is used (`from_word`'s safety
+/// requirement, and `live_state`'s one caller).
+#[derive(Clone, Copy)]
+pub(crate) struct StateHint(usize);
+
+impl StateHint {
+    /// The hint as the word the callback passes on.
+    pub(crate) fn into_word(self) -> usize {
+        self.0
+    }
+
+    /// The hint the callback passed on as `word`.
+    ///
+    /// # Safety
+    ///
+    /// `word` is zero, or what [`StateHint::into_word`] gave, in the ftrace
+    /// callback of the hooked call now running on this CPU, for a hint that
+    /// [`live_state`] made there.
+    #[expect(unsafe_code, reason = "a word trusted as this call's hint")]
+    pub(crate) unsafe fn from_word(word: usize) -> StateHint {
+        // INVARIANT: By the function's safety requirement.
+        StateHint(word)
+    }
+
+    /// The state, if the hint names one and the context still holds it:
+    /// not preemptible now, so not since the callback (nothing ran between
+    /// them but ftrace's trampoline, which gives the call back the
+    /// preemption count and interrupt flag its caller had).
+    #[expect(unsafe_code, reason = "the state this call's callback found")]
+    fn get<'g>(self, _guard: &'g rcu::Guard) -> Option<&'g MmState> {
+        if self.0 == 0 || rcu::preemptible() {
+            return None;
+        }
+        // SAFETY: By the type invariant, the address was that of an
+        // `MmState` the index held, found under RCU in this call's ftrace
+        // callback.  The context has not been preemptible since then, so
+        // it has been an RCU read-side critical section all along, which
+        // `_guard` continues: the index frees a state only after a grace
+        // period (`RcuMaple`), which cannot have ended, nor end before
+        // `'g` does.
+        Some(unsafe { &*(self.0 as *const MmState) })
+    }
 }
 
 /// The rows of one mm for one walk that does not sleep: the RCU read lock
@@ -352,13 +422,21 @@ fn initial_range(finds_nothing: bool) -> (u64, u64) {
 }
 
 /// Runs `f` with the rows of `mm`, under one RCU read-side critical
-/// section: `f` must not sleep (the sample path, NMI included).
+/// section: `f` must not sleep (the sample path, NMI included).  `hint`
+/// is `mm`'s state as the hook's callback found it; a null `mm` has no
+/// rows.
 pub(crate) fn with_walk_rows<R>(
     mm: *const bindings::mm_struct,
+    hint: StateHint,
     f: impl FnOnce(&mut WalkRows<'_>) -> R,
 ) -> R {
     let guard = rcu::Guard::new();
-    let state = indexed(mm, &guard).map(|state| &**state);
+    let state = if mm.is_null() {
+        None
+    } else {
+        hint.get(&guard)
+            .or_else(|| indexed(mm, &guard).map(|state| &**state))
+    };
     f(&mut WalkRows {
         guard: &guard,
         state,

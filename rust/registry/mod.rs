@@ -31,8 +31,10 @@
 //!   address meanwhile.  No MMU notifier: one would make every fork of a
 //!   registered process pay for it (`Documentation/design.rst`).
 //! - [`lookup`]: the walk-time side: the module-wide index maps an mm's
-//!   address to its `MmState`, in an RCU maple tree; `mm_has_sections` and
-//!   the row lookups run in NMI context with no lock.
+//!   address to its `MmState`, in an RCU maple tree; `live_state` (the
+//!   sample hook's callback, which hands the state it finds to the walk),
+//!   `mm_has_sections` and the row lookups run in NMI context with no
+//!   lock.
 //! - [`adopt`]: a fork child's inheritance: `snapshot` takes the parent's
 //!   live sections (references to their copies) lock-free in the fork path,
 //!   into one sorted array, and `Registry::adopt` makes that array the

@@ -466,7 +466,8 @@ mod hook_tests {
     use crate::abstractions::ftrace::{
         Args,
         FtraceHook,
-        Redirect, //
+        Redirect,
+        Redirection, //
     };
     use crate::switches;
     use crate::uapi::*;
@@ -492,29 +493,32 @@ mod hook_tests {
     #[cfg(not(CONFIG_UNWIND_USER))]
     const ALL: u32 = SFRAME_CTL_HOOK_SAMPLE;
 
-    // SAFETY: `redirect` never returns an address.
+    // SAFETY: `redirect` never returns a redirection.
     unsafe impl Redirect for OnSample {
         const TARGET: &'static CStr = c"perf_callchain_user";
-        fn redirect(_args: &Args<'_>) -> Option<usize> {
+        const ARGS: u32 = 2;
+        fn redirect(_args: &Args<'_>) -> Option<Redirection> {
             None
         }
     }
 
-    // SAFETY: `redirect` never returns an address.
+    // SAFETY: `redirect` never returns a redirection.
     unsafe impl Redirect for OnDeferred {
         const TARGET: &'static CStr = c"unwind_user";
-        fn redirect(_args: &Args<'_>) -> Option<usize> {
+        const ARGS: u32 = 2;
+        fn redirect(_args: &Args<'_>) -> Option<Redirection> {
             None
         }
     }
 
-    // SAFETY: `redirect` never returns an address.
+    // SAFETY: `redirect` never returns a redirection.
     unsafe impl Redirect for OtherUser {
         #[cfg(CONFIG_UNWIND_USER)]
         const TARGET: &'static CStr = c"unwind_user";
         #[cfg(not(CONFIG_UNWIND_USER))]
         const TARGET: &'static CStr = c"perf_callchain_user";
-        fn redirect(_args: &Args<'_>) -> Option<usize> {
+        const ARGS: u32 = 2;
+        fn redirect(_args: &Args<'_>) -> Option<Redirection> {
             None
         }
     }

@@ -66,6 +66,7 @@ use crate::{
         self,
         KeptSections,
         SleepingWalkRows,
+        StateHint,
         WalkRows, //
     },
     sframe::{
@@ -198,8 +199,8 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
 }
 
 /// The current task's mm, if the task is a 64-bit user task (not x32)
-/// whose mm has SFrame sections, not in a uprobe handler and not running
-/// a guest, and `regs` are its 64-bit user registers.
+/// with an mm, not in a uprobe handler and not running a guest, and
+/// `regs` are its 64-bit user registers.
 fn eligible_task(regs: &UserRegs) -> Option<*const kernel::bindings::mm_struct> {
     if regs.mode() != Mode::User64
         || current_task::is_kthread()
@@ -210,7 +211,7 @@ fn eligible_task(regs: &UserRegs) -> Option<*const kernel::bindings::mm_struct> 
         return None;
     }
     let mm = current_task::mm();
-    (!mm.is_null() && lookup::mm_has_sections(mm)).then_some(mm)
+    (!mm.is_null()).then_some(mm)
 }
 
 /// The SFrame unwinder, in place of perf's two user-stack functions.
@@ -225,11 +226,16 @@ pub(crate) type DeferredHook = UnwindUser<SframeUnwinder>;
 /// Replaces `perf_callchain_user()` (arch/x86/events/core.c): the sample's
 /// PC, then its callers.
 impl SampleUnwinder for SframeUnwinder {
-    fn accept(regs: &UserRegs) -> bool {
-        switches::enabled(SFRAME_CTL_HOOK_SAMPLE) && eligible_task(regs).is_some()
+    /// For a task whose mm has SFrame sections: their state, which the
+    /// walk then takes from the hint.
+    fn accept(regs: &UserRegs) -> Option<StateHint> {
+        if !switches::enabled(SFRAME_CTL_HOOK_SAMPLE) {
+            return None;
+        }
+        lookup::live_state(eligible_task(regs)?)
     }
 
-    fn callchain_user(entry: &mut CallchainEntry<'_>, regs: &UserRegs) {
+    fn callchain_user(entry: &mut CallchainEntry<'_>, regs: &UserRegs, hint: StateHint) {
         let t0 = now_ns();
         let start = start_regs(regs);
         // Non-null with sections (`accept` checked, and an mm cannot
@@ -244,7 +250,7 @@ impl SampleUnwinder for SframeUnwinder {
         // Nothing here sleeps: page faults are disabled while the window
         // is open.
         let window = UserWindow::open(start.sp);
-        let stop = lookup::with_walk_rows(mm, |rows| {
+        let stop = lookup::with_walk_rows(mm, hint, |rows| {
             let mut lookup = RegistryLookup::new(rows, window.reader());
             let mut mem = window.reader();
             arch::walk(start, &limits, &mut lookup, &mut mem, &mut |pc, source| {
@@ -277,7 +283,9 @@ impl DeferredUnwinder for SframeUnwinder {
     fn accept() -> bool {
         switches::enabled(SFRAME_CTL_HOOK_DEFERRED)
             && current_task::may_fault()
-            && UserRegs::current().is_some_and(|regs| eligible_task(&regs).is_some())
+            && UserRegs::current()
+                .and_then(|regs| eligible_task(&regs))
+                .is_some_and(lookup::mm_has_sections)
     }
 
     fn unwind_user(trace: &mut DeferredTrace<'_>) -> Result {

@@ -5,6 +5,7 @@
  * of it static inline in the kernel's headers.
  */
 #include <linux/compat.h>
+#include <linux/ftrace.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
 
@@ -44,4 +45,17 @@ bool sframe_arch_user_access_okay(unsigned long probe)
 unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len)
 {
 	return sframe_read_user_inatomic(dst, addr, len);
+}
+
+/*
+ * Sets the register of the @n-th integer argument (0-based) of a hooked
+ * call in its saved registers (x0-x7), which ftrace's trampoline restores
+ * before the call goes on (arch/arm64/kernel/entry-ftrace.S): the call's
+ * replacement receives it.  Nothing for @n past x7.
+ */
+void sframe_ftrace_regs_set_argument(struct ftrace_regs *fregs, unsigned int n,
+				     unsigned long val)
+{
+	if (n < 8)
+		arch_ftrace_regs(fregs)->regs[n] = val;
 }

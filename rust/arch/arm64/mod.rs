@@ -57,3 +57,8 @@ pub(crate) const LR_CALLER_BIAS: u64 = 1;
 /// `ftrace_regs` hold the argument registers and the PC, which is all
 /// that needs (`SAVE_REGS` is refused there, as for arm64's livepatch).
 pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
+
+/// The integer arguments a function receives in registers (`x0` to `x7`),
+/// which ftrace's trampoline restores from its `ftrace_regs` after the
+/// callback.
+pub(crate) const FTRACE_ARG_REGISTERS: u32 = 8;

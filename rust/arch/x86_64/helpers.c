@@ -3,6 +3,7 @@
  * x86-64's out-of-line wrappers (rust/arch/x86_64/): what the module asks
  * of a register frame and of the current task that only x86 defines.
  */
+#include <linux/ftrace.h>
 #include <linux/perf_event.h>
 #include <linux/ptrace.h>
 #include <linux/sched.h>
@@ -51,4 +52,38 @@ bool sframe_arch_user_access_okay(unsigned long probe)
 unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len)
 {
 	return copy_from_user_nmi(dst, (const void __user *)addr, len);
+}
+
+/*
+ * Sets the register of the @n-th integer argument (0-based) of a hooked
+ * call in its saved registers, which ftrace's trampoline restores before
+ * the call goes on (restore_mcount_regs in arch/x86/kernel/ftrace_64.S,
+ * and the full set for FTRACE_OPS_FL_SAVE_REGS): the call's replacement
+ * receives it.  Nothing for @n past the six argument registers.
+ */
+void sframe_ftrace_regs_set_argument(struct ftrace_regs *fregs, unsigned int n,
+				     unsigned long val)
+{
+	struct pt_regs *regs = &arch_ftrace_regs(fregs)->regs;
+
+	switch (n) {
+	case 0:
+		regs->di = val;
+		break;
+	case 1:
+		regs->si = val;
+		break;
+	case 2:
+		regs->dx = val;
+		break;
+	case 3:
+		regs->cx = val;
+		break;
+	case 4:
+		regs->r8 = val;
+		break;
+	case 5:
+		regs->r9 = val;
+		break;
+	}
 }

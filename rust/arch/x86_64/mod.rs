@@ -47,3 +47,8 @@ pub(crate) const LR_CALLER_BIAS: u64 = 0;
 pub(crate) const FTRACE_OPS_FLAGS: u32 = 0;
 #[cfg(not(CONFIG_HAVE_DYNAMIC_FTRACE_WITH_ARGS))]
 pub(crate) const FTRACE_OPS_FLAGS: u32 = ffi::FTRACE_OPS_FL_SAVE_REGS;
+
+/// The integer arguments a function receives in registers (`rdi`, `rsi`,
+/// `rdx`, `rcx`, `r8`, `r9`), which both of ftrace's trampolines restore
+/// from the saved set after the callback.
+pub(crate) const FTRACE_ARG_REGISTERS: u32 = 6;
