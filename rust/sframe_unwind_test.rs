@@ -51,11 +51,14 @@ mod device {
     mod kunit;
 }
 
-// The unwinder's counters, perf's callchain store, the deferred trace, and
-// the hooks' installation against a busy target.
+// The unwinder's counters, perf's callchain store, the deferred trace, the
+// hooks' installation against a busy target, and what the hooks ask of the
+// current task.
 mod unwind {
     #[expect(dead_code, reason = "the module-wide counters are not under test")]
     mod counters;
+    #[allow(dead_code, reason = "only the task's checks are under test")]
+    mod current_task;
     mod deferred_trace;
     #[allow(
         dead_code,

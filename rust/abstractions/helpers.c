@@ -51,33 +51,28 @@ struct pt_regs *sframe_current_user_regs(void)
 	return task_pt_regs(current);
 }
 
-bool sframe_user_mode(struct pt_regs *regs)
-{
-	return user_mode(regs);
-}
-
 bool sframe_current_is_kthread(void)
 {
 	return current->flags & PF_KTHREAD;
 }
 
-/* Inside a uprobe handler: perf_callchain_user() has a rule for that. */
-bool sframe_current_in_uprobe(void)
-{
-#ifdef CONFIG_UPROBES
-	return current->utask && current->utask->auprobe;
-#else
-	return false;
-#endif
-}
-
 /*
- * Running a KVM guest: perf_guest_state() is a static call modules cannot
- * use; PF_VCPU is set for exactly the time a vCPU task is in guest mode.
+ * current->mm if the hooks may walk the current task, in one call: NULL
+ * for a kernel thread, inside a uprobe handler (perf_callchain_user() has
+ * a rule for that), and while the task runs a KVM guest (the original
+ * reports nothing for guest samples; perf_guest_state() is a static call
+ * modules cannot use, and PF_VCPU is set for exactly the time a vCPU task
+ * is in guest mode).
  */
-bool sframe_current_in_guest(void)
+struct mm_struct *sframe_current_walkable_mm(void)
 {
-	return current->flags & PF_VCPU;
+	if (current->flags & (PF_KTHREAD | PF_VCPU))
+		return NULL;
+#ifdef CONFIG_UPROBES
+	if (current->utask && current->utask->auprobe)
+		return NULL;
+#endif
+	return current->mm;
 }
 
 /*

@@ -86,6 +86,18 @@ pub(crate) enum Mode {
     UserOther,
 }
 
+impl Mode {
+    /// The mode `sframe_regs_mode()` (the architecture's `helpers.c`)
+    /// returned.
+    fn from_helper(mode: core::ffi::c_int) -> Mode {
+        match u32::try_from(mode) {
+            Ok(ffi::SFRAME_REGS_USER64) => Mode::User64,
+            Ok(ffi::SFRAME_REGS_USER_OTHER) => Mode::UserOther,
+            _ => Mode::Kernel,
+        }
+    }
+}
+
 impl UserRegs {
     /// The registers the current task entered the kernel with
     /// (`task_pt_regs(current)`): its user registers, unless it is a

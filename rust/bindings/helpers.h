@@ -26,10 +26,8 @@ void sframe_ftrace_regs_set_argument(struct ftrace_regs *fregs, unsigned int n,
 				     unsigned long val);
 bool sframe_in_module_area(unsigned long addr);
 struct pt_regs *sframe_current_user_regs(void);
-bool sframe_user_mode(struct pt_regs *regs);
 bool sframe_current_is_kthread(void);
-bool sframe_current_in_uprobe(void);
-bool sframe_current_in_guest(void);
+struct mm_struct *sframe_current_walkable_mm(void);
 bool sframe_may_fault(void);
 bool sframe_preemptible(void);
 void sframe_might_fault(void);
@@ -120,11 +118,13 @@ void sframe_on_exit_mmap(struct mm_struct *mm);
 void sframe_on_maintenance(void);
 
 /* The architecture's own (rust/arch/<arch>/helpers.c). */
+#define SFRAME_REGS_KERNEL 0
+#define SFRAME_REGS_USER64 1
+#define SFRAME_REGS_USER_OTHER 2
+int sframe_regs_mode(struct pt_regs *regs);
 bool sframe_arch_user_access_okay(unsigned long probe);
 unsigned long sframe_read_user_checked(void *dst, unsigned long addr, unsigned long len);
 #ifdef CONFIG_X86_64
-bool sframe_user_64bit_mode(struct pt_regs *regs);
-bool sframe_regs_vm86(struct pt_regs *regs);
 bool sframe_current_addr32(void);
 #endif
 #ifdef CONFIG_ARM64
@@ -136,7 +136,6 @@ struct sframe_arm64_regs {
 	unsigned long lr;
 };
 void sframe_arm64_read_regs(struct pt_regs *regs, struct sframe_arm64_regs *out);
-bool sframe_compat_user_mode(struct pt_regs *regs);
 bool sframe_current_compat(void);
 #endif
 

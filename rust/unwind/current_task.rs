@@ -19,17 +19,15 @@ pub(crate) fn is_kthread() -> bool {
     unsafe { ffi::sframe_current_is_kthread() }
 }
 
-/// Whether the current task is inside a uprobe handler, for which
-/// `perf_callchain_user()` has a rule of its own.
-pub(crate) fn in_uprobe() -> bool {
-    // SAFETY: Reads `current->utask`, which only the task itself changes.
-    unsafe { ffi::sframe_current_in_uprobe() }
-}
-
-/// Whether the current task is a vCPU running a KVM guest (`PF_VCPU`).
-pub(crate) fn in_guest() -> bool {
-    // SAFETY: Reads `current->flags`; no preconditions.
-    unsafe { ffi::sframe_current_in_guest() }
+/// The current task's `mm` if the hooks may walk the task: not for a
+/// kernel thread, inside a uprobe handler (for which
+/// `perf_callchain_user()` has a rule of its own), or while the task is a
+/// vCPU running a KVM guest (`PF_VCPU`).  Only used as a key, as [`mm`].
+pub(crate) fn walkable_mm() -> Option<*const bindings::mm_struct> {
+    // SAFETY: Reads `current->flags`, `current->utask`, which only the
+    // task itself changes, and `current->mm`; no preconditions.
+    let mm = unsafe { ffi::sframe_current_walkable_mm() };
+    (!mm.is_null()).then_some(mm.cast_const().cast())
 }
 
 /// Whether the current context may take page faults: task context (not

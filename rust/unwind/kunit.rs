@@ -1,10 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! KUnit suites for the unwinder: its counters, perf's callchain store and
-//! the module's walk limits, and the hooks' installation against a busy
-//! target.
+//! the module's walk limits, the hooks' installation against a busy
+//! target, and what the hooks ask of the current task.
 
 use kernel::prelude::*;
+
+#[kunit_tests(sframe_unwind_task)]
+mod task_tests {
+    use crate::unwind::current_task;
+
+    /// KUnit runs its cases in a kernel thread, which the hooks leave to
+    /// the original functions.
+    #[test]
+    fn a_kernel_thread_is_not_walked() {
+        assert!(current_task::is_kthread());
+        assert!(current_task::walkable_mm().is_none());
+    }
+}
 
 #[kunit_tests(sframe_unwind_counters)]
 mod counter_tests {

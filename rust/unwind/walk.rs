@@ -202,16 +202,11 @@ impl<R: Rows, M: Memory> Lookup for RegistryLookup<R, M> {
 /// with an mm, not in a uprobe handler and not running a guest, and
 /// `regs` are its 64-bit user registers.
 fn eligible_task(regs: &UserRegs) -> Option<*const kernel::bindings::mm_struct> {
-    if regs.mode() != Mode::User64
-        || current_task::is_kthread()
-        || current_task::in_uprobe()
-        || current_task::in_guest()
-        || arch::task_is_compat()
-    {
+    if regs.mode() != Mode::User64 {
         return None;
     }
-    let mm = current_task::mm();
-    (!mm.is_null()).then_some(mm)
+    let mm = current_task::walkable_mm()?;
+    (!arch::task_is_compat()).then_some(mm)
 }
 
 /// The SFrame unwinder, in place of perf's two user-stack functions.

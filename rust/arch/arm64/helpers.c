@@ -19,10 +19,17 @@ void sframe_arm64_read_regs(struct pt_regs *regs, struct sframe_arm64_regs *out)
 	out->lr = regs->regs[30];
 }
 
-/* An AArch32 frame: perf_callchain_user() walks those with {fp, sp, lr}. */
-bool sframe_compat_user_mode(struct pt_regs *regs)
+/*
+ * The mode @regs were saved in, in one call; an AArch32 frame is the other
+ * user mode (perf_callchain_user() walks those with {fp, sp, lr}).
+ */
+int sframe_regs_mode(struct pt_regs *regs)
 {
-	return compat_user_mode(regs);
+	if (!user_mode(regs))
+		return SFRAME_REGS_KERNEL;
+	if (compat_user_mode(regs))
+		return SFRAME_REGS_USER_OTHER;
+	return SFRAME_REGS_USER64;
 }
 
 /* A task with a 32-bit address space (TIF_32BIT). */

@@ -37,16 +37,8 @@ impl UserRegs {
         }
         let raw = regs.cast_mut();
         // SAFETY: `regs` is valid by the function's requirements; the
-        // helpers only read `pstate`.
-        let mode = unsafe {
-            if !ffi::sframe_user_mode(raw) {
-                Mode::Kernel
-            } else if ffi::sframe_compat_user_mode(raw) {
-                Mode::UserOther
-            } else {
-                Mode::User64
-            }
-        };
+        // helper only reads `pstate`.
+        let mode = Mode::from_helper(unsafe { ffi::sframe_regs_mode(raw) });
         let mut out = ffi::sframe_arm64_regs::default();
         // SAFETY: As above; the helper reads four fields of `regs` and
         // writes `out`, a local.

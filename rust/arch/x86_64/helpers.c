@@ -12,15 +12,18 @@
 
 #include "../../bindings/helpers.h"
 
-bool sframe_user_64bit_mode(struct pt_regs *regs)
+/*
+ * The mode @regs were saved in, in one call: 64-bit user mode is what
+ * perf_callchain_user() walks (arch/x86/events/core.c); vm86 and ia32
+ * frames are the other user modes.
+ */
+int sframe_regs_mode(struct pt_regs *regs)
 {
-	return user_64bit_mode(regs);
-}
-
-/* What perf_callchain_user() refuses to walk (arch/x86/events/core.c). */
-bool sframe_regs_vm86(struct pt_regs *regs)
-{
-	return regs->flags & (X86_VM_MASK | PERF_EFLAGS_VM);
+	if (!user_mode(regs))
+		return SFRAME_REGS_KERNEL;
+	if (user_64bit_mode(regs) && !(regs->flags & (X86_VM_MASK | PERF_EFLAGS_VM)))
+		return SFRAME_REGS_USER64;
+	return SFRAME_REGS_USER_OTHER;
 }
 
 /*

@@ -41,16 +41,8 @@ impl UserRegs {
         }
         let raw = regs.cast_mut();
         // SAFETY: `regs` is valid by the function's requirements; the
-        // helpers only read `cs` and `flags`.
-        let mode = unsafe {
-            if !ffi::sframe_user_mode(raw) {
-                Mode::Kernel
-            } else if ffi::sframe_user_64bit_mode(raw) && !ffi::sframe_regs_vm86(raw) {
-                Mode::User64
-            } else {
-                Mode::UserOther
-            }
-        };
+        // helper only reads `cs` and `flags`.
+        let mode = Mode::from_helper(unsafe { ffi::sframe_regs_mode(raw) });
         // SAFETY: As above.
         let r = unsafe { &*regs };
         Some(Self {
