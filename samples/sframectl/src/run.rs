@@ -210,11 +210,12 @@ pub(crate) fn run(audit_lib: Option<PathBuf>, debug: bool, command: &[OsString])
 
 /// `sframectl run` in the usual case, before `main`.
 ///
-/// The standard library's start-up, which runs before `main`, costs as
-/// much as the rest of `sframectl run` together: it finds the main
-/// thread's stack in `/proc/self/maps` and sets up an alternate signal
-/// stack for its stack overflow message, on behalf of a process that
-/// only reads its command line and replaces itself.  glibc runs the
+/// The standard library's start-up, which runs before `main`, costs six
+/// times what the rest of `sframectl run`'s own code does (callgrind:
+/// 89,500 instructions against 14,000): it finds the main thread's stack
+/// in `/proc/self/maps` and sets up an alternate signal stack for its
+/// stack overflow message, on behalf of a process that only reads its
+/// command line and replaces itself.  glibc runs the
 /// functions of `.init_array` before it with the command line, as it
 /// does for the standard library's own.  This one starts the program
 /// when the command line has one of the usual forms ([`quick_parse`]),
