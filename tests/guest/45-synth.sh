@@ -189,6 +189,35 @@ check "a system cache writable by others is not read, and the debug log says why
 	writable_system_cache_unused
 check "fill-cache again: nothing generated" sh -c \
 	"'$CTL' fill-cache '$SYS_PROG' | grep -q ': 0 sections generated'"
+# Without a path, as the Debian package runs it: every library ldconfig
+# lists, every program (gzip among them), the audit library and the
+# running kernel's vDSO; the first start of gzip with an empty user cache
+# then generates nothing.
+WHOLE=/tmp/synth-whole-cache
+fill_whole_system() {
+	local log=/tmp/synth-whole.log
+	rm -rf "$WHOLE"
+	"$CTL" fill-cache -v --dir "$WHOLE" >"$log" || return 1
+	tail -n 1 "$log"
+	grep '^\[vdso\]: ' "$log"
+	grep -q '^/usr/bin/gzip: generated' "$log" &&
+		grep -q -E '^\[vdso\]: (generated|skipped: has its own \.sframe)' "$log" &&
+		[ -s "$WHOLE/.listed" ]
+}
+check_show "fill-cache without a path: the libraries, the programs and the vDSO" fill_whole_system
+whole_first_start() {
+	local out
+	rm -rf /tmp/synth-fresh-home
+	out=$(env SFRAME_AUDIT_DEBUG=1 XDG_CACHE_HOME=/tmp/synth-fresh-home \
+		SFRAME_SYSTEM_CACHE="$WHOLE" "$CTL" run -- /usr/bin/gzip -c /tmp/synth-work.py 2>&1 >/dev/null)
+	echo "$out" | grep 'PT_GNU_SFRAME'
+	echo "$out" | grep -q '(main program): no PT_GNU_SFRAME: section from the system cache' &&
+		echo "$out" | grep -q "$LIBC: no PT_GNU_SFRAME: section from the system cache" &&
+		! echo "$out" | grep -q 'section generated' &&
+		[ -z "$(ls -A /tmp/synth-fresh-home/sframe-unwind/synth 2>/dev/null)" ]
+}
+check_show "a first start of gzip after it: every section from the system cache, none generated" \
+	whole_first_start
 check "manylibs: 51 own sections and libc's generated one registered" sh -c \
 	"SFRAME_AUDIT_DEBUG=1 '$CTL' run -- '$PROGS/manylibs' 2>&1 | grep -c ': registered text' |
 	awk '{ exit !(\$1 >= 52) }'"

@@ -31,10 +31,11 @@
 //!
 //! Beside each user's cache, the system's ([`CacheDir::system`],
 //! `/var/cache/sframe-unwind/system`): sections for the system's
-//! libraries, made ahead of time by `sframectl fill-cache` as root (the
-//! Debian package runs it when it is installed and whenever a package
-//! installs libraries), so that the first start of a program after the
-//! install does not generate libc's section.  It is read, never written,
+//! libraries and programs and the running kernel's vDSO, made ahead of
+//! time by `sframectl fill-cache` as root (the Debian package runs it when
+//! it is installed and whenever a package installs libraries or
+//! programs), so that the first start of a program after the install
+//! generates none.  It is read, never written,
 //! by the audit library and the daemon, before the user's own; it must be
 //! owned by root (or the user) and writable by nobody else, and its files
 //! are readable by all: `fill-cache` puts there only sections of files

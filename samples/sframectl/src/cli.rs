@@ -110,19 +110,24 @@ pub(crate) enum Command {
         #[arg(short, long)]
         verbose: bool,
     },
-    /// Generate the sections of the system's libraries ahead of time, into
-    /// the system's cache, which the audit library and the daemon read
-    /// before the user's own: the first start of a program then generates
-    /// none for them (run as root; the Debian package runs it when
-    /// installed and when packages install libraries).
+    /// Generate the sections of the system's libraries and programs ahead
+    /// of time, into the system's cache, which the audit library and the
+    /// daemon read before the user's own: the first start of a program
+    /// then generates none (run as root; the Debian package runs it when
+    /// installed and when packages install libraries or programs).
     FillCache {
         /// Objects, or directories whose objects to take (not their
-        /// subdirectories); default: every library `ldconfig -p` lists
-        /// and the audit library, and the files of those the last such
-        /// run found and this one does not are removed (objects added by
-        /// path stay).
+        /// subdirectories); default: every library `ldconfig -p` lists,
+        /// every program in /usr/bin, /usr/sbin and /usr/libexec (and its
+        /// subdirectories), the audit library and the running kernel's
+        /// vDSO, and the files of those the last such run found and this
+        /// one does not are removed (objects added by path stay).
         #[arg(value_name = "PATH")]
         paths: Vec<PathBuf>,
+        /// Without a path: leave the programs out (the libraries, the
+        /// audit library and the vDSO only).
+        #[arg(long, conflicts_with = "paths")]
+        no_programs: bool,
         /// The cache directory (default: $SFRAME_SYSTEM_CACHE, else
         /// /var/cache/sframe-unwind/system).
         #[arg(long, value_name = "DIR")]

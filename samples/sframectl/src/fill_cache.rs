@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! `sframectl fill-cache`: generate, ahead of time, the sections of the
-//! system's libraries into the system's cache, which the audit library and
-//! the daemon read before the user's own (`sframe_audit::cache`).  Without
-//! it, the first start of a program under the audit library generates
-//! libc's section and every other library's, each user once.
+//! system's libraries and programs into the system's cache, which the
+//! audit library and the daemon read before the user's own
+//! (`sframe_audit::cache`).  Without it, the first start of a program
+//! under the audit library generates its section, libc's and every other
+//! library's, each user once.
 //!
 //! Each object is read from its file as the loader would map it
 //! ([`FileImage`]), so the section is the one the audit library would make
@@ -15,10 +16,14 @@
 //! another machine.
 //!
 //! With no path, the objects are every library the dynamic linker's cache
-//! lists (`ldconfig -p`) and the audit library `sframectl run` uses; the
-//! files of those the last such run found and this one does not are
-//! removed (objects added by path stay): the Debian package runs it so when it is installed and when a
-//! package installs or removes libraries (the `ldconfig` trigger).
+//! lists (`ldconfig -p`), every program of the system's program
+//! directories ([`PROGRAM_DIRS`]), the audit library `sframectl run`
+//! uses, and the running kernel's vDSO, which every process maps (read
+//! from this process's memory, as the audit library reads it); the files
+//! of those the last such run found and this one does not are removed
+//! (objects added by path stay): the Debian package runs it so when it is
+//! installed and when a package installs or removes libraries or programs
+//! (its triggers).
 
 use anyhow::bail;
 use anyhow::Context;
@@ -31,8 +36,12 @@ use sframe_audit::generated::Source;
 use sframe_audit::identity::Identity;
 use sframe_audit::image::FileImage;
 use sframe_audit::image::ImageError;
+use sframe_audit::image::Layout;
+use sframe_audit::image::Memory;
+use sframe_audit::image::OwnMemory;
 use std::collections::BTreeSet;
 use std::collections::HashSet;
+use std::ffi::CStr;
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -64,7 +73,32 @@ struct Tally {
     removed: u64,
 }
 
-pub(crate) fn run(paths: Vec<PathBuf>, dir: Option<PathBuf>, verbose: bool) -> Result<()> {
+/// The system's program directories, each with whether its
+/// subdirectories are taken too (to [`MAX_PROGRAM_DEPTH`]): helper
+/// programs live there, such as gcc's `cc1`, which a build starts for
+/// every file it compiles, in `/usr/libexec/gcc/TRIPLET/VERSION/`.  `/bin`
+/// and `/sbin` are the `/usr` ones on a merged system, taken once.
+const PROGRAM_DIRS: [(&str, bool); 5] = [
+    ("/usr/bin", false),
+    ("/usr/sbin", false),
+    ("/bin", false),
+    ("/sbin", false),
+    ("/usr/libexec", true),
+];
+
+/// How many directory levels below a program directory whose
+/// subdirectories are taken are searched.
+const MAX_PROGRAM_DEPTH: usize = 4;
+
+/// What the running kernel's vDSO is called in the messages.
+const VDSO: &str = "[vdso]";
+
+pub(crate) fn run(
+    paths: Vec<PathBuf>,
+    dir: Option<PathBuf>,
+    programs: bool,
+    verbose: bool,
+) -> Result<()> {
     let dir = match dir {
         Some(dir) => CacheDir::at(&dir)?,
         None => CacheDir::system().context("no system cache directory")?,
@@ -75,6 +109,9 @@ pub(crate) fn run(paths: Vec<PathBuf>, dir: Option<PathBuf>, verbose: bool) -> R
     let whole_system = paths.is_empty();
     let objects = if whole_system {
         let mut objects = ldconfig_libraries()?;
+        if programs {
+            objects = merged(objects, system_programs());
+        }
         // The audit library itself, loaded into every audited program.
         if let Ok(lib) = crate::run::find_audit_lib(None, None, std::env::current_exe().ok()) {
             objects.push((lib, false));
@@ -85,8 +122,11 @@ pub(crate) fn run(paths: Vec<PathBuf>, dir: Option<PathBuf>, verbose: bool) -> R
     };
     let mut tally = Tally::default();
     let mut keys = HashSet::new();
-    for (path, named) in &objects {
-        let outcome = fill_one(&cache, path, &mut keys);
+    let vdso = whole_system.then(|| (Path::new(VDSO), fill_vdso(&cache, &mut keys)));
+    let filled = objects
+        .iter()
+        .map(|(path, named)| (path.as_path(), *named, fill_one(&cache, path, &mut keys)));
+    for (path, named, outcome) in filled.chain(vdso.map(|(path, outcome)| (path, true, outcome))) {
         let line = match outcome {
             Outcome::Generated(len) => {
                 tally.generated += 1;
@@ -172,7 +212,13 @@ fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
     if let Some(key) = Identity::build_id(&image, &layout).or_else(|| Identity::file(&cpath)) {
         keys.insert(key.as_str().to_owned());
     }
-    match generated::obtain(&image, &layout, Some(&cpath), Caches::user(Some(cache))) {
+    stored(cache, &image, &layout, Some(&cpath))
+}
+
+/// The section of the object `layout` describes in `mem` (named by
+/// `path` when it has no build-id), into `cache`.
+fn stored(cache: &Cache, mem: &impl Memory, layout: &Layout, path: Option<&CStr>) -> Outcome {
+    match generated::obtain(mem, layout, path, Caches::user(Some(cache))) {
         Ok(gen) => match gen.source {
             Source::Cache | Source::SystemCache => Outcome::Cached,
             Source::Stored => Outcome::Generated(gen.section.len()),
@@ -180,6 +226,84 @@ fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
         },
         Err(err) => Outcome::Skipped(format!("none generated: {err}")),
     }
+}
+
+/// The section of the running kernel's vDSO, as this process maps it, into
+/// `cache`; its name added to `keys`.  Every process maps the same one
+/// (until the next boot of another kernel), and the audit library finds
+/// it under its build-id, whatever its address.
+fn fill_vdso(cache: &Cache, keys: &mut HashSet<String>) -> Outcome {
+    // SAFETY: getauxval() has no preconditions.
+    let header = unsafe { libc::getauxval(libc::AT_SYSINFO_EHDR) };
+    if header == 0 {
+        return Outcome::Skipped("this process has none".into());
+    }
+    // Read as the audit library reads it: a read of an address that is
+    // not mapped fails, it does not fault.
+    let layout = match Layout::read_at_header(&OwnMemory, header) {
+        Ok(layout) => layout,
+        Err(err) => return Outcome::Skipped(err.to_string()),
+    };
+    if layout.sframe.is_some() {
+        return Outcome::Skipped("has its own .sframe".into());
+    }
+    // No file names it: without a build-id, no name to cache it under.
+    let Some(key) = Identity::build_id(&OwnMemory, &layout) else {
+        return Outcome::Skipped("no build-id".into());
+    };
+    keys.insert(key.as_str().to_owned());
+    stored(cache, &OwnMemory, &layout, None)
+}
+
+/// The files of the system's program directories ([`PROGRAM_DIRS`]),
+/// each real file once, not named: a file that is not an object (a
+/// script) is passed over in silence.
+fn system_programs() -> Vec<(PathBuf, bool)> {
+    let mut dirs = BTreeSet::new();
+    let mut found = BTreeSet::new();
+    for (dir, deep) in PROGRAM_DIRS {
+        let Ok(real) = std::fs::canonicalize(dir) else {
+            continue;
+        };
+        if dirs.insert(real.clone()) {
+            let depth = if deep { MAX_PROGRAM_DEPTH } else { 0 };
+            files_below(&real, depth, &mut found);
+        }
+    }
+    found.into_iter().map(|p| (p, false)).collect()
+}
+
+/// Adds the real files of `dir` to `found`, and those of its
+/// subdirectories `depth` levels down; symbolic links to directories are
+/// not followed (a link to a file is taken as the file it names).
+fn files_below(dir: &Path, depth: usize, found: &mut BTreeSet<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_dir() {
+            if let Some(below) = depth.checked_sub(1) {
+                files_below(&path, below, found);
+            }
+        } else if let Ok(real) = std::fs::canonicalize(&path) {
+            if real.is_file() {
+                found.insert(real);
+            }
+        }
+    }
+}
+
+/// `a` and `b` with each path once.
+fn merged(a: Vec<(PathBuf, bool)>, b: Vec<(PathBuf, bool)>) -> Vec<(PathBuf, bool)> {
+    let mut seen = BTreeSet::new();
+    a.into_iter()
+        .chain(b)
+        .filter(|(path, _)| seen.insert(path.clone()))
+        .collect()
 }
 
 /// Whether every directory above `path` (resolved) lets every user
@@ -308,6 +432,62 @@ mod tests {
         assert_eq!(got.len(), 1);
         assert!(!got[0].1);
         assert_eq!(got[0].0, std::fs::canonicalize("/proc/self/exe").unwrap());
+    }
+
+    #[test]
+    fn program_directories_are_searched_to_their_depth() {
+        let dir = Path::new("/tmp").join(format!("sframectl-programs-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let other = dir.join("other");
+        let top = dir.join("bin");
+        std::fs::create_dir_all(top.join("sub/deeper")).unwrap();
+        std::fs::create_dir_all(&other).unwrap();
+        for file in ["bin/a", "bin/sub/b", "bin/sub/deeper/c", "other/d"] {
+            std::fs::write(dir.join(file), b"x").unwrap();
+        }
+        // A link to a file is that file; one to a directory is not followed.
+        std::os::unix::fs::symlink(top.join("a"), top.join("to-a")).unwrap();
+        std::os::unix::fs::symlink(&other, top.join("to-other")).unwrap();
+        let below = |depth| {
+            let mut found = BTreeSet::new();
+            files_below(&top, depth, &mut found);
+            found
+                .iter()
+                .map(|p| p.strip_prefix(&dir).unwrap().to_str().unwrap().to_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(below(0), ["bin/a"]);
+        assert_eq!(below(1), ["bin/a", "bin/sub/b"]);
+        assert_eq!(below(2), ["bin/a", "bin/sub/b", "bin/sub/deeper/c"]);
+        let a = (top.join("a"), false);
+        let d = (other.join("d"), false);
+        assert_eq!(
+            merged(vec![a.clone(), d.clone()], vec![d.clone(), a.clone()]),
+            [a, d]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn the_vdso_is_filled_once() {
+        let dir = Path::new("/tmp").join(format!("sframectl-vdso-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let cache = CacheDir::at(&dir)
+            .unwrap()
+            .create_shared_and_open()
+            .unwrap();
+        let mut keys = HashSet::new();
+        match fill_vdso(&cache, &mut keys) {
+            Outcome::Generated(len) => {
+                assert!(len > 0);
+                assert_eq!(keys.len(), 1);
+                assert!(matches!(fill_vdso(&cache, &mut keys), Outcome::Cached));
+            }
+            // A kernel built with SFrame for its vDSO.
+            Outcome::Skipped(why) => assert_eq!(why, "has its own .sframe"),
+            _ => panic!("the vDSO is an object"),
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -71,9 +71,10 @@ fn run(command: Command) -> Result<()> {
         }),
         Command::FillCache {
             paths,
+            no_programs,
             dir,
             verbose,
-        } => fill_cache::run(paths, dir, verbose),
+        } => fill_cache::run(paths, dir, !no_programs, verbose),
         Command::Unregister { pid } => register::unregister(pid),
         Command::Run {
             audit_lib,
