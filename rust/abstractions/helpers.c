@@ -133,15 +133,17 @@ unsigned long sframe_read_user_inatomic(void *dst, unsigned long addr, unsigned 
 /*
  * The word at user address @addr into @word, inside the window (or where
  * page faults are allowed: a fault then pages the word in): with
- * __get_user().  Returns 0, or -EFAULT if it is not readable.
+ * get_user(), whose own range check is the whole check (x86-64 clamps a
+ * kernel address to a guard page, with no speculation barrier; arm64's
+ * __get_user() is get_user() and checks the range itself, so a check
+ * here would be made twice).  Returns 0, or -EFAULT if it is not
+ * readable.
  */
 int sframe_read_user_word(unsigned long addr, u64 *word)
 {
 	const u64 __user *p = (const u64 __user *)addr;
 
-	if (!access_ok(p, sizeof(u64)))
-		return -EFAULT;
-	return __get_user(*word, p) ? -EFAULT : 0;
+	return get_user(*word, p) ? -EFAULT : 0;
 }
 
 /*

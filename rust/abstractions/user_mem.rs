@@ -7,7 +7,8 @@
 //!
 //! - [`UserWindow`] and its [`NmiUserMemory`] readers: perf's sampling
 //!   path (NMI or IRQ). Page faults disabled for the whole walk, words read
-//!   with `__get_user()`, as perf's own frame-pointer walk reads them (and
+//!   one by one (`get_user()`, `unsafe_get_user()`), as perf's own
+//!   frame-pointer walk reads them (and
 //!   the few bytes of an instruction the walk checks, from one or two
 //!   words); a page that is not resident reads as a fault.
 //! - [`FaultingUserMemory`]: the deferred path (task context on the way back
@@ -97,7 +98,7 @@ impl NmiUserMemory<'_> {
 impl NmiUserMemory<'_> {
     /// Fills `buf`, at most [`WORDS_READ`] bytes, from the word at `addr`
     /// and, past one word, the word that ends where `buf` does: read as a
-    /// frame's words are, with `__get_user()`, at about a tenth of what a
+    /// frame's words are, one by one, at about a tenth of what a
     /// copy costs here (the copy routine, and the hardened usercopy checks
     /// of its destination).  `false` for a longer `buf`, or where a word
     /// cannot be read: it may reach past `buf`'s bytes, to a page that is
@@ -176,7 +177,7 @@ impl Memory for NmiUserMemory<'_> {
         let addr = usize::try_from(addr).ok()?;
         let mut word = 0u64;
         // SAFETY: `word` is writable. The helper reads only a user address
-        // (`access_ok()`) and does not sleep: page faults are disabled
+        // (`get_user()`'s check) and does not sleep: page faults are disabled
         // while `self.window` is open, and it said plain reads may go
         // ahead.
         let err = unsafe { ffi::sframe_read_user_word(addr, &mut word) };
@@ -238,7 +239,7 @@ impl Memory for FaultingUserMemory<'_> {
         let addr = usize::try_from(addr).ok()?;
         let mut word = 0u64;
         // SAFETY: `word` is writable. The helper reads only a user address
-        // (`access_ok()`); a fault sleeps to page it in, which this
+        // (`get_user()`'s check); a fault sleeps to page it in, which this
         // reader's callers allow (task context, no lock a fault takes, see
         // the type).
         let err = unsafe { ffi::sframe_read_user_word(addr, &mut word) };
