@@ -204,6 +204,9 @@ def startup_rows(out):
         cold = over("system", False)
         rows.append(Row("start-up, sframectl run, first after install ÷ plain", where, fmt(cold),
                         "≤ 2x", at_most(cold, 2.0), command, stamp))
+        audit_cold = over("audit-system", True)
+        rows.append(Row("start-up, LD_AUDIT, first after install ÷ plain", where,
+                        fmt(audit_cold), "≤ 2x", at_most(audit_cold, 2.0), command, stamp))
     return rows
 
 
