@@ -203,21 +203,33 @@ fn fill_one(cache: &Cache, path: &Path, keys: &mut HashSet<String>) -> Outcome {
         }
         Err(err) => return Outcome::Skipped(err.to_string()),
     };
-    if layout.sframe.is_some() {
-        return Outcome::Skipped("has its own .sframe".into());
-    }
     let Ok(cpath) = CString::new(path.as_os_str().as_bytes()) else {
         return Outcome::Skipped("a NUL in its path".into());
     };
-    if let Some(key) = Identity::build_id(&image, &layout).or_else(|| Identity::file(&cpath)) {
-        keys.insert(key.as_str().to_owned());
-    }
-    stored(cache, &image, &layout, Some(&cpath))
+    fill_image(cache, &image, &layout, Some(&cpath), keys)
 }
 
-/// The section of the object `layout` describes in `mem` (named by
-/// `path` when it has no build-id), into `cache`.
-fn stored(cache: &Cache, mem: &impl Memory, layout: &Layout, path: Option<&CStr>) -> Outcome {
+/// The section of the object `layout` describes in `mem`, into `cache`,
+/// unless it has its own; its name (its build-id, else the identity of
+/// its file `path`) added to `keys`.  Without a file, an object without a
+/// build-id has no name to be cached under.
+fn fill_image(
+    cache: &Cache,
+    mem: &impl Memory,
+    layout: &Layout,
+    path: Option<&CStr>,
+    keys: &mut HashSet<String>,
+) -> Outcome {
+    if layout.sframe.is_some() {
+        return Outcome::Skipped("has its own .sframe".into());
+    }
+    match Identity::build_id(mem, layout).or_else(|| path.and_then(Identity::file)) {
+        Some(key) => {
+            keys.insert(key.as_str().to_owned());
+        }
+        None if path.is_none() => return Outcome::Skipped("no build-id".into()),
+        None => {}
+    }
     match generated::obtain(mem, layout, path, Caches::user(Some(cache))) {
         Ok(gen) => match gen.source {
             Source::Cache | Source::SystemCache => Outcome::Cached,
@@ -240,19 +252,11 @@ fn fill_vdso(cache: &Cache, keys: &mut HashSet<String>) -> Outcome {
     }
     // Read as the audit library reads it: a read of an address that is
     // not mapped fails, it does not fault.
-    let layout = match Layout::read_at_header(&OwnMemory, header) {
-        Ok(layout) => layout,
-        Err(err) => return Outcome::Skipped(err.to_string()),
-    };
-    if layout.sframe.is_some() {
-        return Outcome::Skipped("has its own .sframe".into());
+    match Layout::read_at_header(&OwnMemory, header) {
+        // No file names it: only its build-id does.
+        Ok(layout) => fill_image(cache, &OwnMemory, &layout, None, keys),
+        Err(err) => Outcome::Skipped(err.to_string()),
     }
-    // No file names it: without a build-id, no name to cache it under.
-    let Some(key) = Identity::build_id(&OwnMemory, &layout) else {
-        return Outcome::Skipped("no build-id".into());
-    };
-    keys.insert(key.as_str().to_owned());
-    stored(cache, &OwnMemory, &layout, None)
 }
 
 /// The files of the system's program directories ([`PROGRAM_DIRS`]),
