@@ -472,14 +472,21 @@ mod tests {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
-    #[test]
-    fn the_vdso_is_filled_once() {
-        let dir = Path::new("/tmp").join(format!("sframectl-vdso-{}", std::process::id()));
+    /// A new shared cache directory of the test `name`, and the cache: in
+    /// /tmp, which every user may enter, whatever TMPDIR says.
+    fn shared_cache(name: &str) -> (PathBuf, Cache) {
+        let dir = Path::new("/tmp").join(format!("sframectl-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let cache = CacheDir::at(&dir)
             .unwrap()
             .create_shared_and_open()
             .unwrap();
+        (dir, cache)
+    }
+
+    #[test]
+    fn the_vdso_is_filled_once() {
+        let (dir, cache) = shared_cache("vdso");
         let mut keys = HashSet::new();
         match fill_vdso(&cache, &mut keys) {
             Outcome::Generated(len) => {
@@ -501,15 +508,9 @@ mod tests {
 
     #[test]
     fn fills_then_finds_and_prunes() {
-        // In /tmp, which every user may enter, whatever TMPDIR says; the
-        // object a copy of this test binary, which may live under a
+        // The object a copy of this test binary, which may live under a
         // directory others may not enter (run-tests builds in ~/.cache).
-        let dir = Path::new("/tmp").join(format!("sframectl-fill-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let cache = CacheDir::at(&dir)
-            .unwrap()
-            .create_shared_and_open()
-            .unwrap();
+        let (dir, cache) = shared_cache("fill");
         let exe = dir.join("object");
         std::fs::copy("/proc/self/exe", &exe).unwrap();
         std::fs::set_permissions(&exe, std::os::unix::fs::PermissionsExt::from_mode(0o644))
