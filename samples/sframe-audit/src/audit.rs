@@ -24,7 +24,7 @@
 //!   long-running audited process does not hold the module busy (`rmmod`).
 //! - It exports no `la_symbind*`/`la_pltenter`: they would send every PLT
 //!   call through the auditing slow path.
-//! - It reads headers with `process_vm_readv()` ([`OwnMemory`]) wherever the
+//! - It reads headers with `process_vm_readv()` ([`OwnMemoryOf`]) wherever the
 //!   address is a deduction rather than a loader fact, so a wrong guess is an
 //!   error, not a crash; one read of an object's first kilobyte
 //!   ([`ReadAhead`]) gives its ELF header, program headers and notes.
@@ -40,7 +40,7 @@ use crate::generated::Source;
 use crate::image::ImageError;
 use crate::image::Layout;
 use crate::image::Memory;
-use crate::image::OwnMemory;
+use crate::image::OwnMemoryOf;
 use crate::image::ProgramHeaders;
 use crate::image::ReadAhead;
 use crate::image::MAX_TEXT;
@@ -55,6 +55,7 @@ use std::io;
 use std::panic::catch_unwind;
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::AtomicBool;
+use std::sync::atomic::AtomicI32;
 use std::sync::atomic::AtomicU8;
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
@@ -118,6 +119,11 @@ static SYSTEM_CACHE_DIR: OnceLock<Option<CacheDir>> = OnceLock::new();
 /// and before it runs any of their code (constructors, then the entry
 /// point).
 static STARTING: AtomicBool = AtomicBool::new(true);
+
+/// The process's ID while it is being loaded ([`STARTING`]), asked for
+/// once (0: not yet): none of the program's code runs before the loader is
+/// done, so nothing forks the process under us.  See [`own_pid`].
+static START_PID: AtomicI32 = AtomicI32::new(0);
 
 /// `/dev/sframe` and the cache directories, opened at the first object
 /// that needs them while the program is being loaded, and shared by the
@@ -337,6 +343,28 @@ fn locate(mem: &impl Memory, map: &LinkMap, lmid: c_long) -> Result<Layout, Imag
     Ok(layout)
 }
 
+/// This process's ID: during the start, the one [`START_PID`] keeps (a
+/// start reads and registers several objects, each with its ID); after
+/// it, asked each time, as a `fork()` child runs our code with the
+/// parent's statics.
+fn own_pid() -> libc::pid_t {
+    let ask = || {
+        // SAFETY: getpid() has no preconditions.
+        unsafe { libc::getpid() }
+    };
+    if !STARTING.load(Ordering::Relaxed) {
+        return ask();
+    }
+    match START_PID.load(Ordering::Relaxed) {
+        0 => {
+            let pid = ask();
+            START_PID.store(pid, Ordering::Relaxed);
+            pid
+        }
+        pid => pid,
+    }
+}
+
 /// The object's name for messages, the file it was mapped from (which
 /// names it when it has no build-id: its path, or for the main program,
 /// whose name is empty, the kernel's link to it) and its layout.
@@ -368,7 +396,8 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
         return 0;
     }
     // The object's headers, read from its first page at once.
-    let mem = ReadAhead::new(&OwnMemory);
+    let own = OwnMemoryOf(own_pid());
+    let mem = ReadAhead::new(&own);
     let Some((name, path, layout)) = object_of(&mem, map, lmid) else {
         return 0;
     };
@@ -382,8 +411,7 @@ fn objopen(map: &LinkMap, lmid: c_long) -> usize {
 /// Whether the object `layout` describes was registered with our own
 /// namespace (the loader), by this process.
 fn registered_in_own_namespace(layout: &Layout) -> bool {
-    // SAFETY: getpid() has no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = own_pid();
     OWN_TEXTS.lock().is_ok_and(|own| own.covers(pid, layout))
 }
 
@@ -558,8 +586,7 @@ fn register_texts(
     section: &Section,
 ) -> Result<usize, NotHeld> {
     let mut registered = Registered {
-        // SAFETY: getpid() has no preconditions.
-        pid: unsafe { libc::getpid() },
+        pid: own_pid(),
         handles: [(0, 0); MAX_TEXT],
         len: 0,
     };
@@ -736,8 +763,7 @@ fn register_own_namespace() {
 /// Records that the object `layout` describes is registered with our own
 /// namespace.
 fn remember_own(layout: &Layout) {
-    // SAFETY: getpid() has no preconditions.
-    let pid = unsafe { libc::getpid() };
+    let pid = own_pid();
     if let Ok(mut own) = OWN_TEXTS.lock() {
         own.add(pid, layout);
     }
@@ -746,7 +772,7 @@ fn remember_own(layout: &Layout) {
 /// Calls `register` for each object of our own namespace whose layout can
 /// be read.
 fn own_namespace_in(
-    mut register: impl FnMut(&ReadAhead<'_, OwnMemory>, &str, Option<&CStr>, &Layout),
+    mut register: impl FnMut(&ReadAhead<'_, OwnMemoryOf>, &str, Option<&CStr>, &Layout),
 ) {
     for object in own_namespace() {
         // SAFETY: `dlpi_name` is the loader's NUL-terminated name of a
@@ -756,7 +782,8 @@ fn own_namespace_in(
         if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
             return;
         }
-        let mem = ReadAhead::new(&OwnMemory);
+        let own = OwnMemoryOf(own_pid());
+        let mem = ReadAhead::new(&own);
         let layout = ProgramHeaders::read(&mem, object.phdr, object.phnum)
             .and_then(|phdrs| Layout::new(&phdrs, object.bias));
         match layout {
@@ -921,7 +948,8 @@ pub fn replay_start(registry: &impl Registry) -> usize {
         // SAFETY: The loader's link maps of the main namespace stay valid
         // while nothing is unloaded.
         let entry = unsafe { &*map };
-        let mem = ReadAhead::new(&OwnMemory);
+        let own = OwnMemoryOf(own_pid());
+        let mem = ReadAhead::new(&own);
         if let Some((name, path, layout)) = object_of(&mem, entry, LM_ID_BASE) {
             if !registered_in_own_namespace(&layout) {
                 cookies.push(register_object_in(
@@ -1026,6 +1054,7 @@ pub unsafe extern "C" fn la_objclose(cookie: *mut usize) -> c_uint {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::image::OwnMemory;
 
     #[test]
     fn version_negotiation() {

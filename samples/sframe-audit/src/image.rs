@@ -98,33 +98,52 @@ impl Memory for std::fs::File {
 
 /// The calling process's own memory, read with `process_vm_readv()` so that
 /// an address that turns out not to be mapped is an `EFAULT`, not a crash
-/// of the program we are auditing.
+/// of the program we are auditing.  Asks for the process's ID at every
+/// read; [`OwnMemoryOf`] is told it.
 pub struct OwnMemory;
 
 impl Memory for OwnMemory {
     fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
-        let remote_base =
-            usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
-        let local = libc::iovec {
-            iov_base: buf.as_mut_ptr().cast(),
-            iov_len: buf.len(),
-        };
-        let remote = libc::iovec {
-            iov_base: remote_base as *mut libc::c_void,
-            iov_len: buf.len(),
-        };
-        // SAFETY: `local` describes `buf`, which we borrow mutably for the
-        // call; the kernel checks `remote` and fails with `EFAULT` instead of
-        // faulting on an unmapped address.
-        let n = unsafe { libc::process_vm_readv(libc::getpid(), &local, 1, &remote, 1, 0) };
-        if n < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if usize::try_from(n).ok() != Some(buf.len()) {
-            return Err(io::Error::from_raw_os_error(libc::EFAULT));
-        }
-        Ok(())
+        // SAFETY: getpid() has no preconditions.
+        read_own(unsafe { libc::getpid() }, addr, buf)
     }
+}
+
+/// [`OwnMemory`] for a caller that knows its process's ID, `.0`: no
+/// `getpid()` a read.  The ID must be the caller's: another one reads that
+/// process's memory, where the kernel allows it, not ours.
+pub struct OwnMemoryOf(pub libc::pid_t);
+
+impl Memory for OwnMemoryOf {
+    fn read(&self, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+        read_own(self.0, addr, buf)
+    }
+}
+
+/// Reads `buf.len()` bytes at `addr` in the process `pid` (ours), all or
+/// an error.
+fn read_own(pid: libc::pid_t, addr: u64, buf: &mut [u8]) -> io::Result<()> {
+    let remote_base =
+        usize::try_from(addr).map_err(|_| io::Error::from_raw_os_error(libc::EFAULT))?;
+    let local = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let remote = libc::iovec {
+        iov_base: remote_base as *mut libc::c_void,
+        iov_len: buf.len(),
+    };
+    // SAFETY: `local` describes `buf`, which we borrow mutably for the
+    // call; the kernel checks `remote` and fails with `EFAULT` instead of
+    // faulting on an unmapped address.
+    let n = unsafe { libc::process_vm_readv(pid, &local, 1, &remote, 1, 0) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    if usize::try_from(n).ok() != Some(buf.len()) {
+        return Err(io::Error::from_raw_os_error(libc::EFAULT));
+    }
+    Ok(())
 }
 
 /// Bytes read ahead by [`ReadAhead`]: an object's ELF header, program
