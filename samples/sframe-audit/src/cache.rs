@@ -21,8 +21,11 @@
 //!   registration anyway.  Nothing in the audit library interprets a row,
 //!   so a hostile file can at worst be refused by the module.
 //! - Files are opened relative to the directory, `O_NOFOLLOW`, `O_CLOEXEC`
-//!   and `O_NONBLOCK` (a FIFO planted there cannot block us), and must be
-//!   regular files of bounded size.  The directory must be ours and not
+//!   and `O_NONBLOCK` (a FIFO planted there cannot block us), and read with
+//!   `pread()` (which a FIFO refuses); a section is read only from a
+//!   regular file of bounded size, as long as its header says.  A header
+//!   alone ([`Cache::stamp`]) is a fixed number of bytes and is not
+//!   checked against the file.  The directory must be ours and not
 //!   writable by others.
 //! - No descriptor outlives a call: the audit library runs inside programs
 //!   that close or `dup2()` over descriptors they do not know.
@@ -338,11 +341,14 @@ impl Cache {
     }
 
     /// What the file for `key` says of its section, from its header
-    /// alone (one read): the section itself is neither read nor checked.
-    /// For a registration by tag, which names the module's copy of the
-    /// bytes this header described when they were read and checked.
+    /// alone (one read): the section itself is neither read nor checked,
+    /// nor the file's type and length, which only bound what reading the
+    /// section would read.  For a registration by tag, which names the
+    /// module's copy of the bytes this header described when they were
+    /// read and checked, of the length it says: a header that names no
+    /// such copy gets the section read, and then refused if it is wrong.
     pub fn stamp(&self, key: &Identity) -> Result<Stamp, Miss> {
-        self.open_entry(key).map(|(_, stamp, _)| stamp)
+        self.open_header(key).map(|(_, stamp, _)| stamp)
     }
 
     /// The section for `key` read into the buffer `alloc` gives for its
@@ -363,22 +369,16 @@ impl Cache {
     }
 
     /// The file for `key`, open, its header read and checked against the
-    /// key and the file's length; the header's stamp, and where the
-    /// section starts.
-    fn open_entry(&self, key: &Identity) -> Result<(std::fs::File, Stamp, u64), Miss> {
+    /// key; the header's stamp, and where the section starts.  Opened
+    /// without blocking, read with `pread()`: a FIFO fails at once
+    /// (`ESPIPE`), as does a directory.
+    fn open_header(&self, key: &Identity) -> Result<(std::fs::File, Stamp, u64), Miss> {
         let name = file_name(key).map_err(Miss::Read)?;
         let file = match self.open_file(&name, libc::O_RDONLY | libc::O_NONBLOCK) {
             Ok(file) => file,
             Err(err) if err.raw_os_error() == Some(libc::ENOENT) => return Err(Miss::Absent),
             Err(err) => return Err(Miss::Read(err)),
         };
-        let meta = file.metadata().map_err(Miss::Read)?;
-        if !meta.file_type().is_file() {
-            return Err(Miss::Invalid("not a regular file"));
-        }
-        if meta.len() > MAX_FILE {
-            return Err(Miss::Invalid("too large"));
-        }
         let want = key.as_str().as_bytes();
         let at = HEADER + padded(want.len());
         let mut head = [0u8; HEADER + MAX_KEY];
@@ -386,10 +386,25 @@ impl Cache {
         file.read_exact_at(head, 0)
             .map_err(|_| Miss::Invalid("truncated header"))?;
         let stamp = Stamp::parse(head, key).map_err(Miss::Invalid)?;
-        if meta.len() != (at as u64).saturating_add(stamp.len as u64) {
+        Ok((file, stamp, at as u64))
+    }
+
+    /// [`Cache::open_header`], and the file checked before its section is
+    /// read: a regular file of at most [`MAX_FILE`] bytes, as long as its
+    /// header says.
+    fn open_entry(&self, key: &Identity) -> Result<(std::fs::File, Stamp, u64), Miss> {
+        let (file, stamp, at) = self.open_header(key)?;
+        let meta = file.metadata().map_err(Miss::Read)?;
+        if !meta.file_type().is_file() {
+            return Err(Miss::Invalid("not a regular file"));
+        }
+        if meta.len() > MAX_FILE {
+            return Err(Miss::Invalid("too large"));
+        }
+        if meta.len() != at.saturating_add(stamp.len as u64) {
             return Err(Miss::Invalid("length does not match"));
         }
-        Ok((file, stamp, at as u64))
+        Ok((file, stamp, at))
     }
 
     /// Writes the entry for `key`: to a temporary file, then renamed over
@@ -663,13 +678,20 @@ mod tests {
         std::fs::write(&path, &body).unwrap();
         assert_eq!(cache.stamp(&key).unwrap(), want);
         assert!(cache.load_pages(&key).is_err());
+        // A length that does not match the file's: the stamp says what
+        // the header says (the module has no copy of that length under
+        // that digest), reading the section refuses it.
         let mut head = good.clone();
         head[24] ^= 1;
         std::fs::write(&path, &head).unwrap();
-        assert!(
-            cache.stamp(&key).is_err(),
-            "a length that does not match the file's"
-        );
+        assert_eq!(cache.stamp(&key).unwrap().len, want.len ^ 1);
+        assert!(matches!(cache.load_pages(&key), Err(Miss::Invalid(_))));
+        // The digest changed: another stamp, and the section refused.
+        let mut head = good.clone();
+        head[32] ^= 1;
+        std::fs::write(&path, &head).unwrap();
+        assert_eq!(cache.stamp(&key).unwrap().digest, want.digest ^ 1);
+        assert!(matches!(cache.load_pages(&key), Err(Miss::Invalid(_))));
         std::fs::write(&path, &good).unwrap();
         // Another key's file under this name.
         let other = Identity::file(c"/proc/self/exe").unwrap();
@@ -688,6 +710,12 @@ mod tests {
         let c = cstr(&path).unwrap();
         // SAFETY: `c` is NUL-terminated.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))));
+        assert!(matches!(cache.stamp(&key), Err(Miss::Invalid(_))));
+        // A directory neither.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert!(matches!(cache.stamp(&key), Err(Miss::Invalid(_))));
         assert!(matches!(cache.load(&key), Err(Miss::Invalid(_))));
         std::fs::remove_dir_all(&dir).unwrap();
     }
