@@ -137,9 +137,26 @@ static START_KEPT: Mutex<Kept> = Mutex::new(Kept {
     caches: None,
 });
 
-/// The cache directories, opened: the system's and the user's (`None`: not
-/// usable).
-type OpenCaches = (Option<Cache>, Option<Cache>);
+/// The cache directories, opened (`None`: not usable), and the stamps read
+/// from their files since.
+#[derive(Default)]
+struct OpenCaches {
+    system: Option<Cache>,
+    user: Option<Cache>,
+    stamps: generated::Stamps,
+}
+
+impl OpenCaches {
+    /// The two directories, as [`generated`] reads them, and the stamps
+    /// read from them, to look in and add to.
+    fn parts(&mut self) -> (generated::Caches<'_>, &mut generated::Stamps) {
+        let caches = generated::Caches {
+            system: self.system.as_ref(),
+            user: self.user.as_ref(),
+        };
+        (caches, &mut self.stamps)
+    }
+}
 
 /// See [`START_KEPT`].
 #[derive(Default)]
@@ -484,8 +501,8 @@ impl Registry for Device {
 
 /// [`register_object`] once the device is open: obtains the section and
 /// registers it in `dev` for every text segment.  `caches` are the cache
-/// directories if an earlier object opened them, else opened here if
-/// needed and left there.
+/// directories (and what was read from them) if an earlier object opened
+/// them, else opened here if needed and left there.
 fn register_object_in(
     dev: &impl Registry,
     mem: &impl Memory,
@@ -504,19 +521,15 @@ fn register_object_in(
         None => {
             // Its cache file's header for a registration by tag, then, if
             // need be, the whole file.
-            let (system, user) = caches.get_or_insert_with(open_caches);
-            let caches = generated::Caches {
-                system: system.as_ref(),
-                user: user.as_ref(),
-            };
+            let open = caches.get_or_insert_with(open_caches);
             if tags {
                 if let Some(cookie) =
-                    register_cached_by_tag(dev, mem, name, path, layout, lmid, caches)
+                    register_cached_by_tag(dev, mem, name, path, layout, lmid, open)
                 {
                     return cookie;
                 }
             }
-            match synthesize(mem, path, name, layout, caches) {
+            match synthesize(mem, path, name, layout, open.parts().0) {
                 Some(held) => Some(held),
                 None => return 0,
             }
@@ -655,8 +668,10 @@ fn register_texts(
 /// describes by its tag, the digest its cache file's header records,
 /// without reading it: `Some(cookie)` if the module holds our copy of it
 /// (left by this program's last start, or by another program that loads
-/// the same object); `None` if no cache in `caches` or the module has
-/// none, and the section is then read (or generated) and given.
+/// the same object); `None` if no cache in `open` or the module has none,
+/// and the section is then read (or generated) and given.  A header read
+/// for another object of this start with the same identity (libc, in our
+/// namespace and the program's) is not read again.
 fn register_cached_by_tag(
     dev: &impl Registry,
     mem: &impl Memory,
@@ -664,9 +679,10 @@ fn register_cached_by_tag(
     path: Option<&CStr>,
     layout: &Layout,
     lmid: c_long,
-    caches: generated::Caches<'_>,
+    open: &mut OpenCaches,
 ) -> Option<usize> {
-    let (stamp, source) = generated::cached_stamp(mem, layout, path, caches)?;
+    let (caches, stamps) = open.parts();
+    let (stamp, source) = generated::cached_stamp(mem, layout, path, caches, stamps)?;
     let section = Section {
         data: 0..stamp.len as u64,
         sframe_addr: layout.bias.wrapping_add(stamp.base),
@@ -820,28 +836,28 @@ fn synthesize(
 /// The system's cache and the user's, opened (or `None`); neither if the
 /// caches are off (`SFRAME_AUDIT_SYNTH`).
 fn open_caches() -> OpenCaches {
+    let mut open = OpenCaches::default();
     if SYNTH.load(Ordering::Relaxed) != SYNTH_CACHED {
-        return (None, None);
+        return open;
     }
-    (
-        // Absent until the system's libraries are cached: no message.
-        open_cache(
-            &SYSTEM_CACHE_DIR,
-            CacheDir::system,
-            CacheDir::open_shared,
-            true,
-            "system cache",
-            "not used",
-        ),
-        open_cache(
-            &CACHE_DIR,
-            CacheDir::from_env,
-            CacheDir::create_and_open,
-            false,
-            "cache",
-            "not caching",
-        ),
-    )
+    // Absent until the system's libraries are cached: no message.
+    open.system = open_cache(
+        &SYSTEM_CACHE_DIR,
+        CacheDir::system,
+        CacheDir::open_shared,
+        true,
+        "system cache",
+        "not used",
+    );
+    open.user = open_cache(
+        &CACHE_DIR,
+        CacheDir::from_env,
+        CacheDir::create_and_open,
+        false,
+        "cache",
+        "not caching",
+    );
+    open
 }
 
 /// The cache directory `dir` holds (named by `init` at first use), opened

@@ -291,22 +291,62 @@ pub fn obtain_held(
 /// What the caches' file for the object `layout` describes says of its
 /// section, from its header alone (the system's cache first), and which
 /// cache holds it; `None` if neither does.  `path` as for [`obtain`].
+/// An object whose file `stamps` has read already is not read again.
 pub fn cached_stamp(
     mem: &impl Memory,
     layout: &Layout,
     path: Option<&CStr>,
     caches: Caches<'_>,
+    stamps: &mut Stamps,
 ) -> Option<(Stamp, Source)> {
     if caches.system.is_none() && caches.user.is_none() {
         return None;
     }
     let key = identity(mem, layout, path)?;
-    [
+    if let Some(known) = stamps.find(&key) {
+        return Some(known);
+    }
+    let (stamp, source) = [
         (caches.system, Source::SystemCache),
         (caches.user, Source::Cache),
     ]
     .into_iter()
-    .find_map(|(cache, source)| Some((cache?.stamp(&key).ok()?, source)))
+    .find_map(|(cache, source)| Some((cache?.stamp(&key).ok()?, source)))?;
+    stamps.add(key, stamp, source);
+    Some((stamp, source))
+}
+
+/// Most files [`Stamps`] remembers: more than a program's start reads
+/// (gzip's reads six, a desktop program's a few dozen); the others are
+/// read each time they are asked for.
+const MAX_STAMPS: usize = 64;
+
+/// The stamps [`cached_stamp`] has read from the caches' files, by object,
+/// for one use of the caches (the audit library: a program's start).
+/// The same object loaded twice, as libc is (in the program's namespace
+/// and in the audit library's), has its file read once.
+///
+/// A stamp only names the module's copy of a section, which the module
+/// checked when it was given.  A file replaced since its stamp was
+/// remembered (another process regenerated it) is then as a file replaced
+/// after its header was read: the stamp names the copy of the bytes it
+/// described, which the module holds or not; if not, the section is read.
+#[derive(Debug, Default)]
+pub struct Stamps(Vec<(Identity, Stamp, Source)>);
+
+impl Stamps {
+    fn find(&self, key: &Identity) -> Option<(Stamp, Source)> {
+        self.0
+            .iter()
+            .find(|(k, ..)| k == key)
+            .map(|&(_, stamp, source)| (stamp, source))
+    }
+
+    fn add(&mut self, key: Identity, stamp: Stamp, source: Source) {
+        if self.0.len() < MAX_STAMPS {
+            self.0.push((key, stamp, source));
+        }
+    }
 }
 
 /// The name of the object `layout` describes in the caches: its build-id,
@@ -493,15 +533,14 @@ mod tests {
             system: Some(&system),
             user: Some(&user),
         };
-        assert!(
-            cached_stamp(&OwnMemory, &layout, exe, both).is_none(),
-            "nothing cached yet"
-        );
-        assert!(cached_stamp(&OwnMemory, &layout, exe, Caches::default()).is_none());
+        let stamp_of =
+            |caches| cached_stamp(&OwnMemory, &layout, exe, caches, &mut Stamps::default());
+        assert!(stamp_of(both).is_none(), "nothing cached yet");
+        assert!(stamp_of(Caches::default()).is_none());
         // Stored in the user's cache: its stamp is what the next obtain
         // gives, the digest that of the section.
         let stored = obtain(&OwnMemory, &layout, exe, Caches::user(Some(&user))).unwrap();
-        let (stamp, source) = cached_stamp(&OwnMemory, &layout, exe, both).unwrap();
+        let (stamp, source) = stamp_of(both).unwrap();
         assert_eq!(source, Source::Cache);
         assert_eq!(
             (stamp.base, stamp.len, stamp.digest),
@@ -512,9 +551,15 @@ mod tests {
         assert_eq!((held.source, held.digest), (Source::Cache, stamp.digest));
         // In the system's cache too: read from there first.
         obtain(&OwnMemory, &layout, exe, Caches::user(Some(&system))).unwrap();
-        let (again, source) = cached_stamp(&OwnMemory, &layout, exe, both).unwrap();
-        assert_eq!((again, source), (stamp, Source::SystemCache));
+        let mut stamps = Stamps::default();
+        let mut remembered = |caches| cached_stamp(&OwnMemory, &layout, exe, caches, &mut stamps);
+        assert_eq!(remembered(both), Some((stamp, Source::SystemCache)));
+        // Remembered: the files are not read again.
         std::fs::remove_dir_all(&base).unwrap();
+        assert_eq!(remembered(both), Some((stamp, Source::SystemCache)));
+        assert!(stamp_of(both).is_none());
+        // Without a cache, nothing is answered, remembered or not.
+        assert!(remembered(Caches::default()).is_none());
     }
 
     #[test]
