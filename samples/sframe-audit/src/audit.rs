@@ -407,8 +407,29 @@ fn object_of<'a>(
     Some((name, path, layout))
 }
 
-/// Registers the object; returns the cookie for [`la_objclose`] (0: none).
+/// Registers the object; returns the cookie for [`la_objclose`] (0: none,
+/// or registered for good).
+///
+/// An object of the program's start ([`STARTING`]) is registered for good:
+/// the loader never unloads one (`dlclose()` only unloads what `dlopen()`
+/// loaded), so its `la_objclose` comes at the process's exit, when the
+/// module drops every registration of its mm anyway.  Removing them there
+/// cost each such object four system calls at every exit, and in a
+/// `vfork()` child that calls `exit()`, which shares its parent's mm,
+/// removed the parent's registrations.
 fn objopen(map: &LinkMap, lmid: c_long) -> usize {
+    let cookie = objopen_cookie(map, lmid);
+    if cookie != 0 && STARTING.load(Ordering::Relaxed) {
+        // SAFETY: A non-zero cookie is a `Box<Registered>` that
+        // `register_object` leaked; it is not handed to the loader.
+        drop(unsafe { Box::from_raw(cookie as *mut Registered) });
+        return 0;
+    }
+    cookie
+}
+
+/// [`objopen`], with a cookie for every object registered.
+fn objopen_cookie(map: &LinkMap, lmid: c_long) -> usize {
     if DEVICE_STATE.load(Ordering::Relaxed) == DEVICE_OFF {
         return 0;
     }
