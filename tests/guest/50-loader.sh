@@ -150,6 +150,29 @@ check "run: a dlmopen() namespace's copy is registered too" \
 check "dlclose: the library's section is gone from list" \
 	sections_while_paused close 1 0 open close
 
+# A vfork() child that leaves with exit() runs la_objclose() for every
+# object, with its parent's memory: the parent's registrations of its
+# start-up objects (libc's generated sections, in the program's namespace
+# and the audit library's) must stay.
+libc_sections_while_paused() {
+	local n
+	start "$1" paused env SFRAME_AUDIT_SYNTH=1 XDG_CACHE_HOME="$D/cache" \
+		"$CTL" run -- "$DL" "$LIB" "${@:2}" pause || return 1
+	"$CTL" list --pid "$bg" >&2
+	n=$("$CTL" list --pid "$bg" | grep -c '/libc\.so\.6$')
+	stop
+	echo "$n"
+}
+vfork_exit_keeps_libc() {
+	local plain after
+	plain=$(libc_sections_while_paused plain-libc)
+	after=$(libc_sections_while_paused vfork-libc vfork-exit)
+	echo "libc sections: $plain, after a vfork() child's exit(): $after"
+	[ "$plain" -ge 1 ] && [ "$after" = "$plain" ]
+}
+check_show "vfork: a child's exit() leaves the parent's start-up registrations" \
+	vfork_exit_keeps_libc
+
 # The audit library keeps /dev/sframe and the cache directories open while
 # the loader loads the program, and closes them before the program's code
 # runs; a dlopen() opens and closes its own.  None is left to the program.

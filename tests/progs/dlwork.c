@@ -14,6 +14,9 @@
  *                   next open puts the library elsewhere
  *     work:SECONDS  call into the library for SECONDS (a fraction is fine)
  *     cycle:N       N times: open, call once, close
+ *     vfork-exit    vfork() a child that leaves with exit(), not _exit():
+ *                   it runs the loader's la_objclose() for every object,
+ *                   in the memory it shares with us
  *     pause         print "paused" and wait for a signal
  *     print         print a checksum of the work done (same in every run)
  *     exit:N        exit with status N
@@ -24,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -122,6 +126,15 @@ int main(int argc, char **argv)
 				lib_open();
 				checksum += work(n) & 1;
 				lib_close();
+			}
+		} else if (!strcmp(step, "vfork-exit")) {
+			pid_t pid = vfork();
+
+			if (pid == 0)
+				exit(0);
+			if (pid < 0 || waitpid(pid, NULL, 0) != pid) {
+				perror("dlwork: vfork");
+				return 2;
 			}
 		} else if (!strcmp(step, "pause")) {
 			printf("paused\n");
