@@ -299,12 +299,14 @@ private_apt() {
 # udev only for the /dev/virtio-ports/ links through which the command's
 # input and output and its exit status go: every tmpfiles.d entry and
 # every udev rule but 50-udev-default.rules (which has the links' rule) is
-# masked, and systemd-udevd is a script that makes those links and exits.  With the rules masked, the coldplug still took 51 s of a boot of
-# the test kernel on 2026-12-07 (203 devices, each event handled by a
-# worker, about 95 ms each with lockdep); with the script, the trigger
-# writes to each device's uevent file with no daemon to hear it (about 7
-# s) and the settle returns at once.  The root's own systemd-udevd (a link
-# to udevadm) is kept beside it as systemd-udevd.distro.
+# masked, and systemd-udevd is a script that makes those links and exits.
+# With the rules masked, the coldplug still took 51 s of a boot of the
+# test kernel on 2026-12-07 (203 devices, each event handled by a worker,
+# about 95 ms each with lockdep), 73 s of an arm64 one; with the script,
+# the trigger writes to each device's uevent file with no daemon to hear
+# it (7 to 13 s, 30 on arm64) and the settle returns at once.  The root's
+# own systemd-udevd (a link to udevadm) is kept beside it as
+# systemd-udevd.distro.
 ROOTFS_TUNED=.sframe-tuned-v2
 rootfs_tune() {
 	local r=$1 f udevd
