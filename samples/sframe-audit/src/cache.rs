@@ -88,7 +88,7 @@ pub struct Entry {
     pub base: u64,
 }
 
-/// The cache directory, by path; [`Cache::open`] opens it for one use.
+/// The cache directory, by path; [`CacheDir::open`] opens it for one use.
 #[derive(Clone, Debug)]
 pub struct CacheDir {
     path: CString,

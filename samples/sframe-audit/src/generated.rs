@@ -45,7 +45,7 @@ pub enum GenerateError {
     NoEhFrame,
     /// `.eh_frame` is not inside a loaded segment.
     EhFrameNotLoaded,
-    /// More CFI than [`MAX_CFI`].
+    /// More CFI than `MAX_CFI` (64 MiB).
     TooLarge,
     /// The CFI could not be read.
     Read(io::Error),

@@ -154,7 +154,7 @@ const READ_AHEAD: usize = 1024;
 /// address that is mapped is mapped too, with the same protection.
 const MIN_PAGE: u64 = 4096;
 
-/// [`Memory`] that, at its first read, reads up to [`READ_AHEAD`] bytes
+/// [`Memory`] that, at its first read, reads up to `READ_AHEAD` bytes (1 KiB)
 /// from there (never past that 4 KiB block) and answers later reads inside
 /// them from its copy: the headers of an object, read one after the other
 /// from its first page, cost one read of `mem` instead of three.  For
