@@ -306,10 +306,12 @@ private_apt() {
 # the trigger writes to each device's uevent file with no daemon to hear
 # it (7 to 13 s, 30 on arm64) and the settle returns at once.  The root's
 # own systemd-udevd (a link to udevadm) is kept beside it as
-# systemd-udevd.distro.
+# systemd-udevd.distro.  A root already tuned at this version is left as
+# it is.
 ROOTFS_TUNED=.sframe-tuned-v2
 rootfs_tune() {
 	local r=$1 f udevd
+	[ ! -f "$r/$ROOTFS_TUNED" ] || return 0
 	mkdir -p "$r/etc/udev/rules.d" "$r/etc/tmpfiles.d"
 	for f in "$r"/usr/lib/udev/rules.d/*.rules; do
 		[ "${f##*/}" = 50-udev-default.rules ] || ln -sfn /dev/null "$r/etc/udev/rules.d/${f##*/}"
