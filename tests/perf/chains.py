@@ -56,16 +56,9 @@ PATHS = {
                "signal_interrupted_spin", "phase_signal", "main"],
     "threads": ["thread_leaf_spin", "thread_work", "thread_start"],
 }
-# The signal can also arrive while phase_signal itself runs (its loop test,
-# between two calls of signal_interrupted_spin; under TCG a signal that
-# became pending during the handler often lands there): then the frame
-# below the trampoline is phase_signal, at the exact interrupted PC.
-# That includes a timer that expires while the system call arming or
-# disarming it is in the kernel: the workload makes that call itself
-# (raw_setitimer()), not through libc, whose setitimer() has no SFrame.
-OTHER_PATHS = [
-    ["signal_leaf_spin", "signal_handler", "*", "phase_signal", "main"],
-]
+# Every signal interrupts signal_interrupted_spin, which arms and disarms
+# the timer itself (tests/progs/sframe-workload.c): a handler's frame
+# below the trampoline is never phase_signal's.
 ROOTS = {"main", "thread_start"}
 LEAVES = {path[0]: phase for phase, path in PATHS.items()}
 LEAVES["signal_interrupted_spin"] = "signal"
@@ -187,7 +180,7 @@ def samples(path):
 def expected_suffixes():
     """Every complete chain that is a correct one: suffixes of PATHS."""
     ok = set()
-    for path in list(PATHS.values()) + OTHER_PATHS:
+    for path in PATHS.values():
         for i in range(len(path)):
             ok.add(tuple(path[i:]))
     return ok
@@ -252,21 +245,23 @@ def tally(path):
 
 
 # A call path one recording saw and the other did not is a disagreement
-# unless timing explains it.  How often a signal lands in phase_signal
-# itself rather than in signal_interrupted_spin depends on timing, and
-# timing differs between recordings (DWARF's stack copies slow the
-# workload down), so a path is tolerated on one side alone when it is
-# rare there (under RARE_SHARE of that leaf's runs) or when the other
-# side had too few runs to be expected to see it (all of them would miss
-# it with probability (1 - share) ** n of at least MISS_CHANCE).  A
-# common path the other unwinder never produces is a disagreement.
+# unless timing explains it.  Which paths a recording sees can depend on
+# timing (before the workload's signal phase armed its timer in
+# signal_interrupted_spin, how often a signal landed in phase_signal
+# itself did), and timing differs between recordings (DWARF's stack
+# copies slow the workload down), so a path is tolerated on one side
+# alone when it is rare there (under RARE_SHARE of that leaf's runs) or
+# when the other side had too few runs to be expected to see it (all of
+# them would miss it with probability (1 - share) ** n of at least
+# MISS_CHANCE).  A common path the other unwinder never produces is a
+# disagreement.
 #
 # The chances assume independent observations, so they count runs
 # (path_runs()), not samples.  The signal handler spins at least as long
 # as the timer's interval, so its signals mostly come back to back, each
 # delivered as the one before returns, at the same interrupted PC: a
-# signal that lands in phase_signal once keeps phase_signal below the
-# trampoline for every handler until the interrupted code runs again.
+# signal that landed in phase_signal once kept phase_signal below the
+# trampoline for every handler until the interrupted code ran again.
 # One such landing gave 21 of 133 samples of the test kernel's -g
 # recording in a CI run (DWARF's: 0 of 136), which a count of samples
 # took for a common path DWARF never produces.

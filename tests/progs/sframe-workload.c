@@ -294,12 +294,6 @@ NOIPA void signal_handler(int sig)
 		signal_phase_over = 1;
 }
 
-NOIPA void signal_interrupted_spin(unsigned long until)
-{
-	for (unsigned long i = 0; signals < until && !signal_phase_over && i < (1UL << 24); i++)
-		sink += sink >> 5;
-}
-
 /*
  * setitimer() as one system call made here, not through libc.  A timer
  * that expires while its own arming or disarming call is in the kernel
@@ -309,7 +303,7 @@ NOIPA void signal_interrupted_spin(unsigned long until)
  * has no SFrame, where a walk honestly stops being sure of its frames
  * (the arm64 module's frame-pointer step there skipped phase_signal and
  * main: 6 of 288 samples of one run).  Made inline, the signal
- * interrupts phase_signal itself, one of the paths chains.py expects.
+ * interrupts its caller, signal_interrupted_spin() (below).
  */
 static inline long raw_setitimer(int which, const struct itimerval *value)
 {
@@ -334,11 +328,42 @@ static inline long raw_setitimer(int which, const struct itimerval *value)
 #endif
 }
 
+/*
+ * The code the signals interrupt, the timer armed and disarmed here: every
+ * signal of the phase is generated while this function runs (one pending
+ * at the disarming is delivered as that call returns, here too), so the
+ * frame below the trampoline is this one, called by phase_signal, in every
+ * recording.  When the loop and the timer's calls were phase_signal's, a
+ * signal could land in phase_signal itself (a tick right after the arming,
+ * the last period as the phase ended, a signal between two calls of this
+ * function), and with the handlers back to back (the handler spins at
+ * least as long as the timer's interval) such a landing kept phase_signal
+ * below the trampoline for tens of samples: its share then differed
+ * between two recordings of the same program by timing alone (21 of 133
+ * samples with -g in one CI run, 2 of 12 runs of the handler under
+ * --call-graph dwarf in another), which tests/perf/chains.py's comparison
+ * with DWARF could not tell from an unwinder's error.
+ */
+NOIPA void signal_interrupted_spin(void)
+{
+	static const struct itimerval it = { { 0, 2000 }, { 0, 2000 } };
+	static const struct itimerval off = { { 0, 0 }, { 0, 0 } };
+
+	raw_setitimer(ITIMER_PROF, &it);
+	while (!signal_phase_over) {
+		unsigned long before = signals;
+
+		for (unsigned long i = 0; signals == before && !signal_phase_over && i < (1UL << 24); i++)
+			sink += sink >> 5;
+		if (signals == before && phase_over())
+			break;
+	}
+	raw_setitimer(ITIMER_PROF, &off);
+}
+
 NOIPA void phase_signal(void)
 {
 	struct sigaction sa;
-	struct itimerval it = { { 0, 2000 }, { 0, 2000 } };
-	struct itimerval off = { { 0, 0 }, { 0, 0 } };
 	unsigned long start = signals;
 
 	memset(&sa, 0, sizeof(sa));
@@ -349,15 +374,7 @@ NOIPA void phase_signal(void)
 	handler_spin();
 	signal_phase_over = 0;
 	start_phase();
-	raw_setitimer(ITIMER_PROF, &it);
-	while (!signal_phase_over) {
-		unsigned long before = signals;
-
-		signal_interrupted_spin(before + 20);
-		if (signals == before && phase_over())
-			break;
-	}
-	raw_setitimer(ITIMER_PROF, &off);
+	signal_interrupted_spin();
 	if (signals == start)
 		fprintf(stderr, "sframe-workload: no signal was delivered\n");
 }
