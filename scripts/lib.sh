@@ -304,14 +304,15 @@ private_apt() {
 # test kernel on 2026-12-07 (203 devices, each event handled by a worker,
 # about 95 ms each with lockdep), 73 s of an arm64 one; with the script,
 # the trigger wrote to each device's uevent file with no daemon to hear
-# it (7 to 13 s, 30 on arm64).  So udevadm (which virtme-ng-init runs
-# from /usr/bin) is a script too, that ends its trigger and settle at
-# once and hands every other command to the distribution's, kept as
-# udevadm.distro; systemd-udevd.distro, the distribution's link to
-# it, follows it there (2026-12-08, alone on the machine: the test
-# kernel's boot reached its command in 17 to 19 s instead of 29, the
-# arm64 test kernel's in 92 to 98 s instead of 123).  A root already
-# tuned at this version is left as it is.
+# it (7 to 13 s, 30 on arm64).  So udevadm (which virtme-ng's init, the
+# compiled one or, for arm64, the shell script, runs from /usr/bin) is a
+# script too, that ends its trigger and settle at once and hands every
+# other command to the distribution's, kept as udevadm.distro;
+# systemd-udevd.distro, the distribution's link to it, follows it there
+# (2026-12-08, alone on the machine: the test kernel's boot reached its
+# command in 17 to 19 s instead of 29, the arm64 test kernel's in 92 to
+# 98 s instead of 123).  A root already tuned at this version is left as
+# it is.
 ROOTFS_TUNED=.sframe-tuned-v3
 rootfs_tune() {
 	local r=$1 f udevd udevadm
@@ -331,7 +332,7 @@ rootfs_tune() {
 		grep -q rootfs_tune "$udevadm" || mv -f "$udevadm" "$udevadm.distro"
 		cat >"$udevadm.tmp" <<'SH'
 #!/bin/sh
-# sframe-unwind's guest root (scripts/lib.sh, rootfs_tune): virtme-ng-init's
+# sframe-unwind's guest root (scripts/lib.sh, rootfs_tune): virtme-ng's
 # coldplug has no udev daemon to hear it here, so a trigger or a settle
 # ends at once; every other command is the distribution's udevadm.distro.
 case ${1:-} in
