@@ -314,6 +314,11 @@ private_apt() {
 # 98 s instead of 123).  A root already tuned at this version is left as
 # it is.
 ROOTFS_TUNED=.sframe-tuned-v3
+# root_script PATH: standard input as an executable script at PATH, written
+# beside it and moved into place, so a tune never leaves half a script.
+root_script() {
+	cat >"$1.tmp" && chmod 755 "$1.tmp" && mv "$1.tmp" "$1"
+}
 rootfs_tune() {
 	local r=$1 f udevd udevadm
 	[ ! -f "$r/$ROOTFS_TUNED" ] || return 0
@@ -330,7 +335,7 @@ rootfs_tune() {
 		# The distribution's, unless it is this script (a root tuned
 		# before), even over an older one a package upgrade left.
 		grep -q rootfs_tune "$udevadm" || mv -f "$udevadm" "$udevadm.distro"
-		cat >"$udevadm.tmp" <<'SH'
+		root_script "$udevadm" <<'SH'
 #!/bin/sh
 # sframe-unwind's guest root (scripts/lib.sh, rootfs_tune): virtme-ng's
 # coldplug has no udev daemon to hear it here, so a trigger or a settle
@@ -340,15 +345,14 @@ trigger | settle) exit 0 ;;
 esac
 exec /usr/bin/udevadm.distro "$@"
 SH
-		chmod 755 "$udevadm.tmp"
-		mv "$udevadm.tmp" "$udevadm"
 	fi
 	if [ -e "$udevd" ] || [ -L "$udevd" ]; then
 		[ -e "$udevd.distro" ] || [ -L "$udevd.distro" ] || mv "$udevd" "$udevd.distro"
 		# The distribution's link to udevadm, to where its binary is now.
-		[ "$(readlink "$udevd.distro")" != ../../bin/udevadm ] || [ ! -e "$udevadm.distro" ] ||
+		if [ "$(readlink "$udevd.distro")" = ../../bin/udevadm ] && [ -e "$udevadm.distro" ]; then
 			ln -sfn ../../bin/udevadm.distro "$udevd.distro"
-		cat >"$udevd.tmp" <<'SH'
+		fi
+		root_script "$udevd" <<'SH'
 #!/bin/sh
 # sframe-unwind's guest root (scripts/lib.sh, rootfs_tune): virtme-ng starts
 # systemd-udevd only for these links, made here; the distribution's is
@@ -360,8 +364,6 @@ for p in /sys/class/virtio-ports/*; do
 done
 exit 0
 SH
-		chmod 755 "$udevd.tmp"
-		mv "$udevd.tmp" "$udevd"
 	fi
 	touch "$r/$ROOTFS_TUNED"
 }
