@@ -232,22 +232,23 @@ def check(directory, configs=CONFIGS):
     return failed == 0
 
 
-def paths(chains, name):
-    """Complete chains of program NAME as a Counter of paths by leaf.  A
-    path is the leaf, then the callers that have a name (the programs and
-    libc are stripped: perf names only their exported functions), each
-    once where it calls itself: how deep a recursion was (qsort's merge
-    sort) or which unnamed helper ran is the sample's luck, which named
-    function called which is the unwinder's work.
+def paths(samples, name):
+    """Complete chains of program NAME (SAMPLES, as tally()'s) as a Counter
+    of paths by leaf.  A path is the leaf, then the callers that have a
+    name (the programs and libc are stripped: perf names only their
+    exported functions), each once where it calls itself: how deep a
+    recursion was (qsort's merge sort) or which unnamed helper ran is the
+    sample's luck, which named function called which is the unwinder's
+    work.
 
-    A run of consecutive samples with the same leaf and path counts once:
-    one slow system call (python3's first brk(), say) or one pass of a
-    loop gives many samples that are a single observation, and the
-    agreement rule's chances assume independent ones."""
+    A run of consecutive samples with the same leaf and path counts once
+    (chains.path_runs()): one slow system call (python3's first brk(),
+    say) or one pass of a loop gives many samples that are a single
+    observation, and the agreement rule's chances assume independent
+    ones."""
     _, root, obj, _ = PROGRAMS[name]
-    by_leaf = collections.defaultdict(collections.Counter)
-    last = None
-    for frames, _ in chains:
+    keys = []
+    for frames, _ in samples:
         key = None
         for i, (sym, dso) in enumerate(frames):
             if sym == root and dso == obj:
@@ -259,10 +260,8 @@ def paths(chains, name):
                         path.append(named)
                 key = (leaf, tuple(path))
                 break
-        if key is not None and key != last:
-            by_leaf[key[0]][key[1]] += 1
-        last = key
-    return by_leaf
+        keys.append(key)
+    return chains.path_runs(keys)
 
 
 def compare_dwarf(directory, recorded, arm64):
